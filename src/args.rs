@@ -1,0 +1,332 @@
+//! Argument parsing for the user-facing commands: plain Rust over byte
+//! slices, so it is unit-tested and fuzzed without Redis. Every argument is
+//! checked here, before a command touches its key.
+
+use crate::reservation::valid_id;
+use crate::sale::{StreamConfig, MAX_SHARDS, MAX_TOTAL, OPEN_END};
+use crate::slot::key_slot;
+
+/// Why the arguments were refused. `Arity` becomes Redis's own message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    Arity,
+    Msg(String),
+}
+
+pub type ArgResult<T> = Result<T, ArgError>;
+
+fn err<T>(msg: impl Into<String>) -> ArgResult<T> {
+    Err(ArgError::Msg(msg.into()))
+}
+
+/// Parses a decimal u64 in `min..=max`, naming `name` in every error.
+pub fn parse_u64(name: &str, raw: &[u8], min: u64, max: u64) -> ArgResult<u64> {
+    let digits = match raw.first() {
+        Some(b'-') if raw.len() > 1 && raw[1..].iter().all(u8::is_ascii_digit) => {
+            return err(format!("ERR {name} must not be negative"));
+        }
+        _ => raw,
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return err(format!("ERR {name} is not an integer"));
+    }
+    let mut value: u64 = 0;
+    for &d in digits {
+        value = match value.checked_mul(10).and_then(|v| v.checked_add(u64::from(d - b'0'))) {
+            Some(v) => v,
+            None => return err(format!("ERR {name} is past 64 bits")),
+        };
+    }
+    if value < min || value > max {
+        return err(format!("ERR {name} must be from {min} to {max}"));
+    }
+    Ok(value)
+}
+
+/// Checks a user id or reservation id.
+pub fn parse_id<'a>(name: &str, raw: &'a [u8]) -> ArgResult<&'a [u8]> {
+    if valid_id(raw) {
+        Ok(raw)
+    } else {
+        err(format!("ERR {name} must be 1 to 256 bytes"))
+    }
+}
+
+/// An option word, upper-cased for matching; `None` if it cannot be one.
+fn option_word(raw: &[u8]) -> Option<String> {
+    (raw.len() <= 16 && raw.iter().all(u8::is_ascii_alphabetic)).then(|| raw.to_ascii_uppercase().iter().map(|&b| b as char).collect())
+}
+
+fn unknown_option<T>(raw: &[u8]) -> ArgResult<T> {
+    match option_word(raw) {
+        Some(word) => err(format!("ERR unknown option '{word}'")),
+        None => err("ERR unknown option"),
+    }
+}
+
+/// Walks `name value` option pairs, refusing repeats.
+struct Options<'a> {
+    args: &'a [&'a [u8]],
+    pos: usize,
+    seen: Vec<&'static str>,
+}
+
+impl<'a> Options<'a> {
+    fn new(args: &'a [&'a [u8]]) -> Self {
+        Options { args, pos: 0, seen: Vec::new() }
+    }
+
+    /// The next option word, or `None` at the end.
+    fn next_word(&mut self) -> Option<&'a [u8]> {
+        let word = self.args.get(self.pos)?;
+        self.pos += 1;
+        Some(word)
+    }
+
+    /// Marks `name` as seen; an error if it was already.
+    fn once(&mut self, name: &'static str) -> ArgResult<()> {
+        if self.seen.contains(&name) {
+            return err(format!("ERR option {name} given twice"));
+        }
+        self.seen.push(name);
+        Ok(())
+    }
+
+    fn value(&mut self, name: &'static str) -> ArgResult<&'a [u8]> {
+        let v = self.args.get(self.pos).ok_or_else(|| ArgError::Msg(format!("ERR {name} needs a value")))?;
+        self.pos += 1;
+        Ok(v)
+    }
+
+    fn number(&mut self, name: &'static str, min: u64, max: u64) -> ArgResult<u64> {
+        self.once(name)?;
+        let v = self.value(name)?;
+        parse_u64(name, v, min, max)
+    }
+
+    /// Whether the next word is `word` (case-insensitive); consumes it if so.
+    fn peek_is(&mut self, word: &str) -> bool {
+        let hit = self.args.get(self.pos).is_some_and(|a| a.eq_ignore_ascii_case(word.as_bytes()));
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitArgs {
+    pub total: u64,
+    pub shards: u32,
+    pub limit: u64,
+    pub hold_ms: u64,
+    pub start_ms: u64,
+    pub end_ms: u64,
+    pub ttl_s: Option<u64>,
+    pub stream: Option<StreamConfig>,
+    pub replace: bool,
+}
+
+/// Ten years: a TTL past this is a mistake, and it keeps `now + ttl` in range.
+pub const MAX_TTL_S: u64 = 10 * 365 * 24 * 3600;
+/// Milliseconds up to year 9999 are accepted as times.
+pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
+
+/// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
+/// [TTL s] [STREAM skey [MAXLEN n]] [REPLACE]`; `args` starts after the key.
+pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
+    let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
+    let total = parse_u64("TOTAL", total, 0, MAX_TOTAL)?;
+    let mut out = InitArgs {
+        total,
+        shards: 1,
+        limit: 1,
+        hold_ms: 0,
+        start_ms: 0,
+        end_ms: OPEN_END,
+        ttl_s: None,
+        stream: None,
+        replace: false,
+    };
+    let mut o = Options::new(rest);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("SHARDS") => out.shards = o.number("SHARDS", 1, u64::from(MAX_SHARDS))? as u32,
+            Some("LIMIT") => out.limit = o.number("LIMIT", 1, MAX_TOTAL)?,
+            Some("HOLD") => out.hold_ms = o.number("HOLD", 0, MAX_TIME_MS)?,
+            Some("START") => out.start_ms = o.number("START", 0, MAX_TIME_MS)?,
+            Some("END") => out.end_ms = o.number("END", 1, MAX_TIME_MS)?,
+            Some("TTL") => out.ttl_s = Some(o.number("TTL", 1, MAX_TTL_S)?),
+            Some("STREAM") => {
+                o.once("STREAM")?;
+                let skey = o.value("STREAM")?;
+                let maxlen = if o.peek_is("MAXLEN") { Some(o.number("MAXLEN", 1, i64::MAX as u64)?) } else { None };
+                out.stream = Some(StreamConfig { key: skey.into(), maxlen });
+            }
+            Some("REPLACE") => {
+                o.once("REPLACE")?;
+                out.replace = true;
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    if out.start_ms >= out.end_ms {
+        return err("ERR START must be before END");
+    }
+    if let Some(stream) = &out.stream {
+        if &*stream.key == key {
+            return err("ERR STREAM key must differ from the sale key");
+        }
+        if key_slot(&stream.key) != key_slot(key) {
+            return err("ERR STREAM key must hash to the sale key's slot: give both one hash tag, as sale:{1001} and sale:{1001}:events");
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReserveArgs<'a> {
+    pub user: &'a [u8],
+    pub qty: u64,
+    pub reqid: Option<&'a [u8]>,
+}
+
+/// `SECKILL.RESERVE key user [QTY n] [REQID id]`; `args` starts after the key.
+/// QTY is checked against the sale's LIMIT once the sale is open.
+pub fn parse_reserve<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReserveArgs<'a>> {
+    let (user, rest) = args.split_first().ok_or(ArgError::Arity)?;
+    let mut out = ReserveArgs { user: parse_id("user id", user)?, qty: 1, reqid: None };
+    let mut o = Options::new(rest);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("QTY") => out.qty = o.number("QTY", 1, MAX_TOTAL)?,
+            Some("REQID") => {
+                o.once("REQID")?;
+                out.reqid = Some(parse_id("REQID", o.value("REQID")?)?);
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    Ok(out)
+}
+
+/// `SECKILL.RELEASE|CONFIRM|GET key reservation-id`.
+pub fn parse_rid<'a>(args: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
+    match args {
+        [rid] => parse_id("reservation id", rid),
+        _ => Err(ArgError::Arity),
+    }
+}
+
+/// One order row from the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order<'a> {
+    pub rid: &'a [u8],
+    pub user: &'a [u8],
+    pub qty: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReconcileArgs<'a> {
+    pub expire: bool,
+    pub orders: Option<Vec<Order<'a>>>,
+    pub apply: bool,
+}
+
+/// `SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]`.
+pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>> {
+    let mut out = ReconcileArgs::default();
+    let mut o = Options::new(args);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("EXPIRE") => {
+                o.once("EXPIRE")?;
+                out.expire = true;
+            }
+            Some("APPLY") => {
+                o.once("APPLY")?;
+                out.apply = true;
+            }
+            Some("ORDERS") => {
+                let count = o.number("ORDERS", 1, (args.len() / 3) as u64)? as usize;
+                let mut orders = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let rid = parse_id("order reservation id", o.value("ORDERS")?)?;
+                    let user = parse_id("order user id", o.value("ORDERS")?)?;
+                    let qty = parse_u64("order qty", o.value("ORDERS")?, 1, MAX_TOTAL)?;
+                    orders.push(Order { rid, user, qty });
+                }
+                out.orders = Some(orders);
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    if out.apply && out.orders.is_none() {
+        return err("ERR APPLY needs ORDERS");
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg<T: std::fmt::Debug>(r: ArgResult<T>) -> String {
+        match r {
+            Err(ArgError::Msg(m)) => m,
+            other => panic!("expected a message, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(parse_u64("N", b"42", 0, 100), Ok(42));
+        assert!(msg(parse_u64("N", b"-1", 0, 100)).contains("negative"));
+        assert!(msg(parse_u64("N", b"1x", 0, 100)).contains("not an integer"));
+        assert!(msg(parse_u64("N", b"", 0, 100)).contains("not an integer"));
+        assert!(msg(parse_u64("N", b"+1", 0, 100)).contains("not an integer"));
+        assert!(msg(parse_u64("N", b"18446744073709551616", 0, u64::MAX)).contains("64 bits"));
+        assert_eq!(parse_u64("N", b"18446744073709551615", 0, u64::MAX), Ok(u64::MAX));
+        assert!(msg(parse_u64("N", b"0", 1, 100)).contains("from 1 to 100"));
+    }
+
+    #[test]
+    fn init_defaults_and_options() {
+        let a = parse_init(b"k", &[b"10"]).unwrap();
+        assert_eq!((a.total, a.shards, a.limit, a.hold_ms, a.replace), (10, 1, 1, 0, false));
+        let a = parse_init(
+            b"s:{1}",
+            &[b"10", b"shards", b"4", b"LIMIT", b"2", b"HOLD", b"500", b"STREAM", b"s:{1}:ev", b"MAXLEN", b"100", b"REPLACE"],
+        )
+        .unwrap();
+        assert_eq!((a.shards, a.limit, a.hold_ms, a.replace), (4, 2, 500, true));
+        assert_eq!(a.stream.unwrap().maxlen, Some(100));
+    }
+
+    #[test]
+    fn init_refusals() {
+        assert_eq!(parse_init(b"k", &[]), Err(ArgError::Arity));
+        assert!(msg(parse_init(b"k", &[b"10", b"SHARDS", b"0"])).contains("SHARDS"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SHARDS", b"2", b"SHARDS", b"2"])).contains("twice"));
+        assert!(msg(parse_init(b"k", &[b"10", b"BOGUS"])).contains("'BOGUS'"));
+        assert!(msg(parse_init(b"k", &[b"10", b"LIMIT"])).contains("needs a value"));
+        assert!(msg(parse_init(b"k", &[b"10", b"START", b"5", b"END", b"5"])).contains("before END"));
+        assert!(msg(parse_init(b"a", &[b"10", b"STREAM", b"b"])).contains("slot"));
+        assert!(msg(parse_init(b"a", &[b"10", b"STREAM", b"a"])).contains("differ"));
+        assert!(msg(parse_init(b"k", &[b"1000000000000001"])).contains("TOTAL"));
+    }
+
+    #[test]
+    fn reserve_and_reconcile() {
+        let r = parse_reserve(&[b"u1", b"QTY", b"3", b"REQID", b"r1"]).unwrap();
+        assert_eq!((r.user, r.qty, r.reqid), (&b"u1"[..], 3, Some(&b"r1"[..])));
+        assert!(msg(parse_reserve(&[b""])).contains("user id"));
+        let long = vec![b'x'; 257];
+        assert!(msg(parse_reserve(&[b"u", b"REQID", &long])).contains("REQID"));
+        let c = parse_reconcile(&[b"ORDERS", b"1", b"r1", b"u1", b"2", b"APPLY"]).unwrap();
+        assert!(c.apply && c.orders.unwrap().len() == 1);
+        assert!(msg(parse_reconcile(&[b"APPLY"])).contains("ORDERS"));
+        assert!(msg(parse_reconcile(&[b"ORDERS", b"2", b"r1", b"u1", b"2"])).contains("ORDERS"));
+        assert_eq!(parse_rid(&[]), Err(ArgError::Arity));
+    }
+}

@@ -1,0 +1,355 @@
+//! The SECKILL.* command handlers: parse, open the key, let the sale decide,
+//! commit the effects, reply. Each handler runs behind `guarded`, so a panic
+//! becomes an error reply instead of aborting Redis.
+
+use std::ffi::CStr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::{
+    AclPermissions, CallOptionsBuilder, CallResult, Context, KeyType, RedisError, RedisResult, RedisString,
+};
+
+use crate::args::{self, ArgError};
+use crate::commit::{Committer, Origin};
+use crate::datatype::SALE_TYPE;
+use crate::effect::Effect;
+use crate::expiry::{expire_due, now_ms};
+use crate::reconcile::reconcile_orders;
+use crate::reply::Reply;
+use crate::report::Report;
+use crate::reservation::State;
+use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
+use crate::stats;
+
+type Handler = fn(&Context, &[RedisString], &[&[u8]]) -> RedisResult;
+
+/// Runs a handler with the raw arguments as byte slices, turning a panic
+/// into an error reply.
+fn guarded(ctx: &Context, args: Vec<RedisString>, handler: Handler) -> RedisResult {
+    let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    match catch_unwind(AssertUnwindSafe(|| handler(ctx, &args, &argv))) {
+        Ok(result) => result,
+        Err(_) => {
+            stats::PANICS.add(1);
+            Err(RedisError::Str("ERR seckill internal error: the command was aborted"))
+        }
+    }
+}
+
+impl From<ArgError> for RedisError {
+    fn from(e: ArgError) -> RedisError {
+        match e {
+            ArgError::Arity => RedisError::WrongArity,
+            ArgError::Msg(m) => RedisError::String(m),
+        }
+    }
+}
+
+fn internal(e: crate::sale::EffectError) -> RedisError {
+    RedisError::String(format!("ERR seckill internal error: {}", e.0))
+}
+
+macro_rules! command {
+    ($($name:ident => $body:ident),* $(,)?) => {
+        $(pub fn $name(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+            guarded(ctx, args, $body)
+        })*
+    };
+}
+
+command! {
+    init_cmd => init,
+    reserve_cmd => reserve,
+    release_cmd => release,
+    confirm_cmd => confirm,
+    reconcile_cmd => reconcile,
+    info_cmd => info,
+    get_cmd => get,
+    effect_cmd => effect,
+}
+
+/// A STREAM key must be empty or a stream, and writable by the caller.
+fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<(), RedisError> {
+    let name = ctx.create_string(&*stream.key);
+    let kind = ctx.open_key(&name).key_type();
+    if kind != KeyType::Empty && kind != KeyType::Stream {
+        return Err(RedisError::Str("ERR the STREAM key holds a value that is not a stream"));
+    }
+    if !ctx.get_flags().contains(redis_module::ContextFlags::REPLICATED) {
+        let user = ctx.get_current_user();
+        if ctx.acl_check_key_permission(&user, &name, &AclPermissions::INSERT).is_err() {
+            return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
+        }
+    }
+    Ok(())
+}
+
+/// SECKILL.INIT key total [options...]
+fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let a = args::parse_init(argv[1], &argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let before = key.get_value::<Sale>(&SALE_TYPE)?.map(|s| s.remaining());
+    if before.is_some() && !a.replace {
+        stats::INIT_EXISTS.add(1);
+        return Reply::Simple(c"EXISTS").done(ctx);
+    }
+    if let Some(stream) = &a.stream {
+        check_stream(ctx, stream)?;
+    }
+    let config = SaleConfig {
+        total: a.total,
+        shards: a.shards,
+        limit: a.limit,
+        hold_ms: a.hold_ms,
+        start_ms: a.start_ms,
+        end_ms: a.end_ms,
+        stream: a.stream,
+        tag: rand::random(),
+    };
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
+    c.replicate(&Effect::Init(config));
+    drop(key);
+    if let Some(ttl) = a.ttl_s {
+        // An absolute time, so replicas and AOF replays expire it together.
+        let at = (now_ms() + ttl * 1000).to_string();
+        let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
+        let res: CallResult = ctx.call_ext("PEXPIREAT", &opts, &[argv[1], at.as_bytes()]);
+        res.map_err(|e| RedisError::String(format!("ERR could not set TTL: {e:?}")))?;
+    }
+    if let Some(before) = before {
+        c.notify_stock_edge(before, a.total);
+    }
+    stats::INIT_CREATED.add(1);
+    Reply::Simple(c"OK").done(ctx)
+}
+
+fn reserve_reply(status: &'static CStr, id: Option<&[u8]>, remaining: u64) -> Reply {
+    Reply::Array(vec![Reply::Simple(status), id.map_or(Reply::Null, Reply::id), Reply::Int(remaining)])
+}
+
+/// SECKILL.RESERVE key user [QTY n] [REQID id]
+fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let a = args::parse_reserve(&argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+        stats::NO_SALE.add(1);
+        return reserve_reply(c"NO_SALE", None, 0).done(ctx);
+    };
+    if a.qty > sale.config().limit {
+        return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
+    }
+    if let Some(stream) = &sale.config().stream {
+        check_stream(ctx, stream)?;
+    }
+    let now = now_ms();
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    expire_due(&c, sale, now);
+    let (status, id) = match sale.decide_reserve(a.user, a.qty, a.reqid, now) {
+        Ok(rec) => {
+            let id = rec.id.clone();
+            c.commit(sale, &Effect::Records(vec![rec])).map_err(internal)?;
+            stats::RESERVED.add(1);
+            (c"RESERVED", Some(id))
+        }
+        Err(Refusal::Duplicate(id)) => (stats_of(&stats::DUPLICATE, c"DUPLICATE"), Some(id)),
+        Err(Refusal::NotStarted) => (stats_of(&stats::NOT_STARTED, c"NOT_STARTED"), None),
+        Err(Refusal::Ended) => (stats_of(&stats::ENDED, c"ENDED"), None),
+        Err(Refusal::Limit(latest)) => (stats_of(&stats::LIMIT, c"LIMIT"), latest),
+        Err(Refusal::SoldOut) => (stats_of(&stats::SOLD_OUT, c"SOLD_OUT"), None),
+    };
+    c.notify_stock_edge(before, sale.remaining());
+    reserve_reply(status, id.as_deref(), sale.remaining()).done(ctx)
+}
+
+fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
+    counter.add(1);
+    status
+}
+
+/// Opens the sale for RELEASE / CONFIRM, releasing holds that ran out first.
+/// Returns the reservation's state after that, or `None` for no sale.
+fn settle(
+    ctx: &Context,
+    args: &[RedisString],
+    argv: &[&[u8]],
+    finish: fn(&Committer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>,
+) -> RedisResult {
+    if argv.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let rid = args::parse_rid(&argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+        stats::NOT_FOUND.add(1);
+        return Reply::Array(vec![Reply::Simple(c"NOT_FOUND"), Reply::Int(0)]).done(ctx);
+    };
+    if let (Some(stream), Some(State::Pending)) = (&sale.config().stream, sale.get(rid).map(|r| r.state)) {
+        check_stream(ctx, stream)?;
+    }
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    expire_due(&c, sale, now_ms());
+    let state = sale.get(rid).map(|r| r.state);
+    let status = finish(&c, sale, rid, state)?;
+    c.notify_stock_edge(before, sale.remaining());
+    Reply::Array(vec![Reply::Simple(status), Reply::Int(sale.remaining())]).done(ctx)
+}
+
+/// SECKILL.RELEASE key reservation-id
+fn release(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    settle(ctx, args, argv, |c, sale, rid, state| {
+        Ok(match state {
+            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+            Some(State::Confirmed) => stats_of(&stats::LATE, c"CONFIRMED"),
+            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"ALREADY_RELEASED"),
+            Some(State::Pending) => {
+                c.commit(sale, &Effect::Release(rid.into())).map_err(internal)?;
+                stats_of(&stats::RELEASED, c"RELEASED")
+            }
+        })
+    })
+}
+
+/// SECKILL.CONFIRM key reservation-id
+fn confirm(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    settle(ctx, args, argv, |c, sale, rid, state| {
+        Ok(match state {
+            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+            Some(State::Confirmed) => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
+            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"RELEASED"),
+            Some(State::Pending) => {
+                c.commit(sale, &Effect::Confirm(rid.into())).map_err(internal)?;
+                stats_of(&stats::CONFIRMED, c"CONFIRMED")
+            }
+        })
+    })
+}
+
+/// SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]
+fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() < 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let a = args::parse_reconcile(&argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+        return Reply::Null.done(ctx);
+    };
+    if let (Some(stream), true) = (&sale.config().stream, a.apply || a.expire) {
+        check_stream(ctx, stream)?;
+    }
+    stats::RECONCILED.add(1);
+    let now = now_ms();
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    let mut failure = None;
+    let orders = a.orders.as_ref().map(|orders| {
+        reconcile_orders(sale, orders, a.apply, now, |sale, effect| {
+            if let Err(e) = c.commit(sale, &effect) {
+                failure.get_or_insert(e);
+            }
+        })
+    });
+    if let Some(e) = failure {
+        return Err(internal(e));
+    }
+    if a.expire {
+        expire_due(&c, sale, now);
+    }
+    c.notify_stock_edge(before, sale.remaining());
+    let mut fields = Reply::report_fields(&Report::of(sale));
+    if let Some(o) = orders {
+        let count = |v: &Vec<Box<[u8]>>| Reply::Int(v.len() as u64);
+        fields.extend([
+            ("orders_ok", Reply::Int(o.ok)),
+            ("orders_pending", count(&o.pending)),
+            ("orders_released", count(&o.released)),
+            ("orders_unknown", count(&o.unknown)),
+            ("orders_conflict", count(&o.conflict)),
+            ("orders_pending_ids", Reply::ids(&o.pending)),
+            ("orders_released_ids", Reply::ids(&o.released)),
+            ("orders_unknown_ids", Reply::ids(&o.unknown)),
+            ("orders_conflict_ids", Reply::ids(&o.conflict)),
+        ]);
+    }
+    Reply::Map(fields).done(ctx)
+}
+
+/// SECKILL.INFO key
+fn info(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let key = ctx.open_key(&args[1]);
+    match key.get_value::<Sale>(&SALE_TYPE)? {
+        None => Reply::Null.done(ctx),
+        Some(sale) => Reply::Map(Reply::report_fields(&Report::of(sale))).done(ctx),
+    }
+}
+
+/// SECKILL.GET key reservation-id
+fn get(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() != 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let rid = args::parse_rid(&argv[2..])?;
+    let key = ctx.open_key(&args[1]);
+    let Some(rec) = key.get_value::<Sale>(&SALE_TYPE)?.and_then(|s| s.get(rid)) else {
+        return Reply::Null.done(ctx);
+    };
+    Reply::Map(vec![
+        ("user", Reply::id(&rec.user)),
+        ("qty", Reply::Int(rec.qty)),
+        ("state", Reply::Bulk(rec.state.word().as_bytes().to_vec())),
+        ("created_ms", Reply::Int(rec.created_ms)),
+        ("deadline_ms", Reply::Int(rec.deadline_ms)),
+    ])
+    .done(ctx)
+}
+
+/// SECKILL.EFFECT key op args... (internal): applies a replicated effect.
+/// Never reads the clock; refuses, changing nothing, an effect that does not
+/// fit the sale.
+fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let effect = Effect::parse(&argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let c = Committer { ctx, key: &args[1], origin: Origin::Replayed };
+    let existing = key.get_value::<Sale>(&SALE_TYPE)?;
+    let result = match (effect, existing) {
+        (Effect::Init(config), existing) => {
+            let before = existing.map(|s| s.remaining());
+            let total = config.total;
+            key.set_value(&SALE_TYPE, Sale::new(config))?;
+            ctx.replicate_verbatim();
+            if let Some(before) = before {
+                c.notify_stock_edge(before, total);
+            }
+            Ok(())
+        }
+        (_, None) => Err(crate::sale::EffectError("no sale at this key")),
+        (effect, Some(sale)) => {
+            let before = sale.remaining();
+            let r = c.commit(sale, &effect);
+            c.notify_stock_edge(before, sale.remaining());
+            r
+        }
+    };
+    match result {
+        Ok(()) => Reply::Simple(c"OK").done(ctx),
+        Err(e) => {
+            ctx.log_warning(&format!("seckill: refused SECKILL.EFFECT: {}", e.0));
+            Err(RedisError::String(format!("ERR effect refused: {}", e.0)))
+        }
+    }
+}

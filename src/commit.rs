@@ -1,0 +1,95 @@
+//! Making an effect happen: apply it to the sale, replicate it, notify, and
+//! (on the master) append its entries to the reservation stream. Commands,
+//! the expiry timer and the replica's EFFECT command all go through here, so
+//! a change and its propagation can never drift apart.
+
+use redis_module::{CallOptionsBuilder, CallResult, Context, NotifyEvent, RedisString};
+
+use crate::effect::{Effect, EFFECT_COMMAND};
+use crate::sale::{EffectError, Sale};
+use crate::stats;
+
+/// Where an effect comes from decides what else it does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Decided here: replicate the effect, append to the stream.
+    Master,
+    /// Received as SECKILL.EFFECT (replication link, AOF, or a client):
+    /// replicate it verbatim; the stream entries arrive as their own XADDs.
+    Replayed,
+}
+
+pub struct Committer<'a> {
+    pub ctx: &'a Context,
+    pub key: &'a RedisString,
+    pub origin: Origin,
+}
+
+impl Committer<'_> {
+    /// Applies `effect` and propagates it. A refused effect changes nothing
+    /// and propagates nothing.
+    pub fn commit(&self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
+        if let Err(e) = effect.apply(sale) {
+            stats::EFFECTS_REFUSED.add(1);
+            return Err(e);
+        }
+        stats::EFFECTS_APPLIED.add(1);
+        if sale.next_deadline().is_some() {
+            crate::expiry::track(crate::rawapi::selected_db(self.ctx), self.key.as_slice());
+        }
+        match self.origin {
+            Origin::Master => self.replicate(effect),
+            Origin::Replayed => self.ctx.replicate_verbatim(),
+        }
+        for (event, id) in effect.events() {
+            self.ctx.notify_keyspace_event(NotifyEvent::MODULE, event.notification(), self.key);
+            if event == crate::effect::Event::Expired {
+                stats::EXPIRED.add(1);
+            }
+            if self.origin == Origin::Master {
+                self.append_stream(sale, event, id);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn replicate(&self, effect: &Effect) {
+        let args = effect.to_args();
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(args.len() + 1);
+        argv.push(self.key.as_slice());
+        argv.extend(args.iter().map(Vec::as_slice));
+        self.ctx.replicate(EFFECT_COMMAND, argv.as_slice());
+    }
+
+    /// XADD through the server with replication on, so replicas and the AOF
+    /// get the entry with the id the master gave it.
+    fn append_stream(&self, sale: &Sale, event: crate::effect::Event, id: &[u8]) {
+        let (Some(stream), Some(rec)) = (&sale.config().stream, sale.get(id)) else {
+            return;
+        };
+        let qty = rec.qty.to_string();
+        let maxlen = stream.maxlen.map(|n| n.to_string());
+        let mut argv: Vec<&[u8]> = vec![&stream.key];
+        if let Some(n) = &maxlen {
+            argv.extend([&b"MAXLEN"[..], b"~", n.as_bytes()]);
+        }
+        argv.extend([&b"*"[..], b"event", event.word().as_bytes(), b"rid", id, b"user", &rec.user, b"qty", qty.as_bytes()]);
+        let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
+        let res: CallResult = self.ctx.call_ext("XADD", &opts, argv.as_slice());
+        if let Err(e) = res {
+            // Checked before the change (type, ACL), so this is not expected.
+            self.ctx.log_warning(&format!("seckill: stream append failed: {e:?}"));
+        }
+    }
+
+    /// Emits `seckill.soldout` / `seckill.restock` when the command moved
+    /// the remaining stock to or away from zero.
+    pub fn notify_stock_edge(&self, before: u64, after: u64) {
+        let event = match (before, after) {
+            (b, 0) if b > 0 => "seckill.soldout",
+            (0, a) if a > 0 => "seckill.restock",
+            _ => return,
+        };
+        self.ctx.notify_keyspace_event(NotifyEvent::MODULE, event, self.key);
+    }
+}

@@ -1,0 +1,112 @@
+//! The `seckill--` data type: one sale per key, with RDB, AOF rewrite,
+//! digest, memory usage and copy callbacks. Each callback guards against
+//! panics: a panic here would abort the server.
+
+use std::os::raw::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+
+use crate::effect::{Effect, EFFECT_COMMAND};
+use crate::encoding;
+use crate::rawapi;
+use crate::sale::Sale;
+
+/// Bumped with the persisted format; `encoding` reads every older version.
+pub const ENCODING_VERSION: i32 = 1;
+
+/// Records per SECKILL.EFFECT command in an AOF rewrite.
+const AOF_BATCH: usize = 64;
+
+pub static SALE_TYPE: RedisType = RedisType::new(
+    "seckill--",
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        free: Some(free),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    },
+);
+
+unsafe fn sale<'a>(value: *const c_void) -> &'a Sale {
+    &*value.cast::<Sale>()
+}
+
+extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let loaded = catch_unwind(AssertUnwindSafe(|| {
+        if encver < 1 || encver > ENCODING_VERSION {
+            return None;
+        }
+        let buf = raw::load_string_buffer(rdb).ok()?;
+        encoding::decode(buf.as_ref()).ok()
+    }));
+    match loaded {
+        Ok(Some(sale)) => Box::into_raw(Box::new(sale)).cast::<c_void>(),
+        _ => std::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {
+    let s = sale(value);
+    let bytes = catch_unwind(AssertUnwindSafe(|| encoding::encode(s))).unwrap_or_default();
+    raw::save_slice(rdb, &bytes);
+}
+
+/// Rebuilds the sale with the same SECKILL.EFFECT commands replication
+/// uses: INIT, then the records in creation order (live ones take their
+/// stock again, which gives back the exact bucket remainders).
+unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
+    let s = sale(value);
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let cmd = std::ffi::CString::new(EFFECT_COMMAND).unwrap_or_default();
+        rawapi::emit_aof(aof, &cmd, key, &Effect::Init(s.config().clone()).to_args());
+        for chunk in s.records().chunks(AOF_BATCH) {
+            rawapi::emit_aof(aof, &cmd, key, &Effect::Records(chunk.to_vec()).to_args());
+        }
+    }));
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    drop(Box::from_raw(value.cast::<Sale>()));
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    catch_unwind(AssertUnwindSafe(|| sale(value).heap_estimate())).unwrap_or(0)
+}
+
+/// `DEBUG DIGEST-VALUE`: the persisted form is canonical (records in
+/// creation order, derived state left out), so equal digests mean equal sales.
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    let s = sale(value);
+    if let Ok(bytes) = catch_unwind(AssertUnwindSafe(|| encoding::encode(s))) {
+        rawapi::digest_bytes(md, &bytes);
+    }
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    match catch_unwind(AssertUnwindSafe(|| sale(value).clone())) {
+        Ok(s) => Box::into_raw(Box::new(s)).cast::<c_void>(),
+        Err(_) => std::ptr::null_mut(),
+    }
+}

@@ -1,0 +1,320 @@
+//! Effects: what a write did, with every id, bucket and timestamp explicit.
+//!
+//! The master decides with its clock and randomness, applies the effect and
+//! replicates it as `SECKILL.EFFECT key <op> ...`; replicas and AOF replay
+//! apply the very same effect and never read a clock. AOF rewrite emits the
+//! same commands, so one parser and one apply path serve all three.
+
+use crate::args::{parse_u64, ArgError, ArgResult};
+use crate::buckets::Take;
+use crate::reservation::{Reservation, State};
+use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL};
+
+/// The internal command replicas and the AOF receive.
+pub const EFFECT_COMMAND: &str = "SECKILL.EFFECT";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Create (or replace) the sale.
+    Init(SaleConfig),
+    /// New reservation records, in creation order (RESERVE makes one).
+    Records(Vec<Reservation>),
+    Release(Box<[u8]>),
+    Confirm(Box<[u8]>),
+    /// Holds that ran out.
+    Expire(Vec<Box<[u8]>>),
+    /// A released reservation takes stock again and is confirmed.
+    Retake(Box<[u8]>, Vec<Take>),
+}
+
+/// What a write's effect means for notifications and the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Reserved,
+    Released,
+    Confirmed,
+    Expired,
+}
+
+impl Event {
+    /// The keyspace event name.
+    pub fn notification(self) -> &'static str {
+        match self {
+            Event::Reserved => "seckill.reserve",
+            Event::Released => "seckill.release",
+            Event::Confirmed => "seckill.confirm",
+            Event::Expired => "seckill.expire",
+        }
+    }
+
+    /// The `event` field of a stream entry.
+    pub fn word(self) -> &'static str {
+        match self {
+            Event::Reserved => "reserved",
+            Event::Released => "released",
+            Event::Confirmed => "confirmed",
+            Event::Expired => "expired",
+        }
+    }
+}
+
+impl Effect {
+    /// Applies a non-INIT effect to `sale`. Checks it fully first where a
+    /// part could fail, so a refused effect changes nothing.
+    pub fn apply(&self, sale: &mut Sale) -> Result<(), EffectError> {
+        match self {
+            Effect::Init(_) => Err(EffectError("INIT is applied to the key, not to a sale")),
+            Effect::Records(recs) => sale.add_records(recs.clone()),
+            Effect::Release(id) => match sale.release(id, State::Released) {
+                crate::sale::ReleaseOutcome::Released => Ok(()),
+                _ => Err(EffectError("reservation is not pending")),
+            },
+            Effect::Confirm(id) => match sale.confirm(id) {
+                crate::sale::ConfirmOutcome::Confirmed => Ok(()),
+                _ => Err(EffectError("reservation is not pending")),
+            },
+            Effect::Expire(ids) => {
+                if ids.iter().any(|id| sale.get(id).map(|r| r.state) != Some(State::Pending)) {
+                    return Err(EffectError("reservation is not pending"));
+                }
+                for id in ids {
+                    sale.release(id, State::Expired);
+                }
+                Ok(())
+            }
+            Effect::Retake(id, takes) => sale.retake(id, takes.clone()),
+        }
+    }
+
+    /// The (event, reservation id) pairs this effect stands for.
+    pub fn events(&self) -> Vec<(Event, &[u8])> {
+        match self {
+            Effect::Init(_) => Vec::new(),
+            Effect::Records(recs) => recs
+                .iter()
+                .map(|r| {
+                    let ev = match r.state {
+                        State::Pending => Event::Reserved,
+                        State::Confirmed => Event::Confirmed,
+                        State::Released => Event::Released,
+                        State::Expired => Event::Expired,
+                    };
+                    (ev, &*r.id)
+                })
+                .collect(),
+            Effect::Release(id) => vec![(Event::Released, &**id)],
+            Effect::Confirm(id) | Effect::Retake(id, _) => vec![(Event::Confirmed, &**id)],
+            Effect::Expire(ids) => ids.iter().map(|id| (Event::Expired, &**id)).collect(),
+        }
+    }
+
+    /// The arguments after `SECKILL.EFFECT key`.
+    pub fn to_args(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        match self {
+            Effect::Init(c) => {
+                out.push(b"INIT".to_vec());
+                for n in [c.total, u64::from(c.shards), c.limit, c.hold_ms, c.start_ms, c.end_ms, u64::from(c.tag)] {
+                    out.push(num(n));
+                }
+                if let Some(s) = &c.stream {
+                    out.push(b"STREAM".to_vec());
+                    out.push(s.key.to_vec());
+                    out.push(num(s.maxlen.unwrap_or(0)));
+                }
+            }
+            Effect::Records(recs) => {
+                out.push(b"RECORDS".to_vec());
+                for r in recs {
+                    out.push(r.id.to_vec());
+                    out.push(r.user.to_vec());
+                    for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
+                        out.push(num(n));
+                    }
+                    push_takes(&mut out, &r.takes);
+                }
+            }
+            Effect::Release(id) => out.extend([b"RELEASE".to_vec(), id.to_vec()]),
+            Effect::Confirm(id) => out.extend([b"CONFIRM".to_vec(), id.to_vec()]),
+            Effect::Expire(ids) => {
+                out.push(b"EXPIRE".to_vec());
+                out.extend(ids.iter().map(|id| id.to_vec()));
+            }
+            Effect::Retake(id, takes) => {
+                out.extend([b"RETAKE".to_vec(), id.to_vec()]);
+                push_takes(&mut out, takes);
+            }
+        }
+        out
+    }
+
+    /// Parses the arguments after `SECKILL.EFFECT key`.
+    pub fn parse(args: &[&[u8]]) -> ArgResult<Effect> {
+        let (op, rest) = args.split_first().ok_or(ArgError::Arity)?;
+        let mut r = Reader { args: rest, pos: 0 };
+        let effect = match op.to_ascii_uppercase().as_slice() {
+            b"INIT" => Effect::Init(r.config()?),
+            b"RECORDS" => {
+                let mut recs = Vec::new();
+                while !r.done() {
+                    recs.push(r.record()?);
+                }
+                if recs.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Records(recs)
+            }
+            b"RELEASE" => Effect::Release(r.id()?),
+            b"CONFIRM" => Effect::Confirm(r.id()?),
+            b"EXPIRE" => {
+                let mut ids = Vec::new();
+                while !r.done() {
+                    ids.push(r.id()?);
+                }
+                if ids.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Expire(ids)
+            }
+            b"RETAKE" => {
+                let id = r.id()?;
+                let mut takes = Vec::new();
+                while !r.done() {
+                    takes.push(r.take()?);
+                }
+                Effect::Retake(id, takes)
+            }
+            _ => return Err(ArgError::Msg("ERR unknown effect".into())),
+        };
+        if !r.done() {
+            return Err(ArgError::Arity);
+        }
+        Ok(effect)
+    }
+}
+
+fn num(n: u64) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+fn push_takes(out: &mut Vec<Vec<u8>>, takes: &[Take]) {
+    for t in takes {
+        out.push(num(u64::from(t.bucket)));
+        out.push(num(t.qty));
+    }
+}
+
+struct Reader<'a> {
+    args: &'a [&'a [u8]],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn done(&self) -> bool {
+        self.pos >= self.args.len()
+    }
+
+    fn raw(&mut self) -> ArgResult<&[u8]> {
+        let v = self.args.get(self.pos).ok_or(ArgError::Arity)?;
+        self.pos += 1;
+        Ok(v)
+    }
+
+    fn u64(&mut self, name: &str, min: u64, max: u64) -> ArgResult<u64> {
+        let v = self.raw()?;
+        parse_u64(name, v, min, max)
+    }
+
+    fn id(&mut self) -> ArgResult<Box<[u8]>> {
+        let v = self.raw()?;
+        crate::args::parse_id("id", v).map(Into::into)
+    }
+
+    fn take(&mut self) -> ArgResult<Take> {
+        let bucket = self.u64("bucket", 0, u64::from(MAX_SHARDS) - 1)? as u32;
+        let qty = self.u64("take", 1, MAX_TOTAL)?;
+        Ok(Take { bucket, qty })
+    }
+
+    fn config(&mut self) -> ArgResult<SaleConfig> {
+        let total = self.u64("total", 0, MAX_TOTAL)?;
+        let shards = self.u64("shards", 1, u64::from(MAX_SHARDS))? as u32;
+        let limit = self.u64("limit", 1, MAX_TOTAL)?;
+        let hold_ms = self.u64("hold", 0, u64::MAX)?;
+        let start_ms = self.u64("start", 0, u64::MAX)?;
+        let end_ms = self.u64("end", 1, u64::MAX)?;
+        let tag = self.u64("tag", 0, u64::from(u32::MAX))? as u32;
+        let stream = if self.done() {
+            None
+        } else {
+            if !self.raw()?.eq_ignore_ascii_case(b"STREAM") {
+                return Err(ArgError::Msg("ERR bad INIT effect".into()));
+            }
+            let key: Box<[u8]> = self.raw()?.into();
+            let maxlen = self.u64("maxlen", 0, i64::MAX as u64)?;
+            Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen) })
+        };
+        if start_ms >= end_ms {
+            return Err(ArgError::Msg("ERR START must be before END".into()));
+        }
+        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
+    }
+
+    fn record(&mut self) -> ArgResult<Reservation> {
+        let id = self.id()?;
+        let user = self.id()?;
+        let qty = self.u64("qty", 1, MAX_TOTAL)?;
+        let state = State::from_code(self.u64("state", 0, 3)?).ok_or(ArgError::Arity)?;
+        let created_ms = self.u64("created", 0, u64::MAX)?;
+        let deadline_ms = self.u64("deadline", 0, u64::MAX)?;
+        let n = self.u64("takes", 0, u64::from(MAX_SHARDS))?;
+        let takes = (0..n).map(|_| self.take()).collect::<ArgResult<Vec<_>>>()?;
+        Ok(Reservation { id, user, qty, state, created_ms, deadline_ms, takes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(e: Effect) {
+        let owned = e.to_args();
+        let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+        assert_eq!(Effect::parse(&args), Ok(e));
+    }
+
+    #[test]
+    fn effects_roundtrip() {
+        roundtrip(Effect::Init(SaleConfig {
+            total: 10,
+            shards: 2,
+            limit: 3,
+            hold_ms: 100,
+            start_ms: 0,
+            end_ms: u64::MAX,
+            stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5) }),
+            tag: 7,
+        }));
+        roundtrip(Effect::Records(vec![Reservation {
+            id: b"r1".to_vec().into(),
+            user: b"u1".to_vec().into(),
+            qty: 2,
+            state: State::Pending,
+            created_ms: 5,
+            deadline_ms: 9,
+            takes: vec![Take { bucket: 1, qty: 1 }, Take { bucket: 0, qty: 1 }],
+        }]));
+        roundtrip(Effect::Expire(vec![b"a".to_vec().into(), b"b".to_vec().into()]));
+        roundtrip(Effect::Retake(b"a".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]));
+        roundtrip(Effect::Release(b"a".to_vec().into()));
+        roundtrip(Effect::Confirm(b"a".to_vec().into()));
+    }
+
+    #[test]
+    fn bad_effects_are_refused() {
+        assert!(Effect::parse(&[b"NOPE"]).is_err());
+        assert!(Effect::parse(&[b"RECORDS"]).is_err());
+        assert!(Effect::parse(&[b"RELEASE", b"a", b"b"]).is_err());
+        assert!(Effect::parse(&[b"INIT", b"1", b"1", b"1", b"0", b"5", b"5", b"0"]).is_err());
+    }
+}

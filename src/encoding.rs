@@ -1,0 +1,172 @@
+//! The sale's persisted form: one versioned byte string, written by RDB
+//! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
+//!
+//! Version 1: `version, config, bucket remainders, reservations`, integers
+//! as LEB128 varints, byte strings as `len, bytes`. Derived state (buyers,
+//! holds, tallies) is rebuilt on load, and the stored remainders must equal
+//! what the reservations imply, so a corrupt payload is refused whole.
+
+use crate::buckets::Take;
+use crate::reservation::{Reservation, State};
+use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_SHARDS};
+
+pub const VERSION: u64 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError(pub &'static str);
+
+pub fn encode(sale: &Sale) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + sale.records().len() * 32);
+    let c = sale.config();
+    put(&mut out, VERSION);
+    for n in [c.total, u64::from(c.shards), c.limit, c.hold_ms, c.start_ms, c.end_ms, u64::from(c.tag)] {
+        put(&mut out, n);
+    }
+    match &c.stream {
+        None => put(&mut out, 0),
+        Some(s) => {
+            put(&mut out, 1);
+            put_bytes(&mut out, &s.key);
+            put(&mut out, s.maxlen.unwrap_or(0));
+        }
+    }
+    for &r in sale.buckets().remaining() {
+        put(&mut out, r);
+    }
+    put(&mut out, sale.records().len() as u64);
+    for r in sale.records() {
+        put_bytes(&mut out, &r.id);
+        put_bytes(&mut out, &r.user);
+        for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
+            put(&mut out, n);
+        }
+        for t in &r.takes {
+            put(&mut out, u64::from(t.bucket));
+            put(&mut out, t.qty);
+        }
+    }
+    out
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
+    let mut r = Reader { bytes, pos: 0 };
+    if r.u64()? != VERSION {
+        return Err(DecodeError("unknown encoding version"));
+    }
+    let config = r.config()?;
+    let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+    let count = r.u64()?;
+    // Each record takes at least 7 bytes: never trust a count to allocate.
+    let mut records = Vec::with_capacity(count.min(r.left() as u64 / 7) as usize);
+    for _ in 0..count {
+        records.push(r.record()?);
+    }
+    if r.left() != 0 {
+        return Err(DecodeError("trailing bytes"));
+    }
+    Sale::from_parts(config, remaining, records).map_err(|e| DecodeError(e.0))
+}
+
+fn put(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn left(&self) -> usize {
+        self.bytes.len() - self.pos
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut n: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = *self.bytes.get(self.pos).ok_or(DecodeError("payload ends early"))?;
+            self.pos += 1;
+            let part = u64::from(b & 0x7f);
+            if shift == 63 && part > 1 {
+                return Err(DecodeError("varint past 64 bits"));
+            }
+            n |= part << shift;
+            if b & 0x80 == 0 {
+                return Ok(n);
+            }
+        }
+        Err(DecodeError("varint past 64 bits"))
+    }
+
+    fn bounded(&mut self, max: u64, what: &'static str) -> Result<u64, DecodeError> {
+        let n = self.u64()?;
+        if n > max {
+            return Err(DecodeError(what));
+        }
+        Ok(n)
+    }
+
+    fn bytes(&mut self) -> Result<Box<[u8]>, DecodeError> {
+        let len = self.u64()?;
+        if len > self.left() as u64 {
+            return Err(DecodeError("payload ends early"));
+        }
+        let b = &self.bytes[self.pos..self.pos + len as usize];
+        self.pos += len as usize;
+        Ok(b.into())
+    }
+
+    fn config(&mut self) -> Result<SaleConfig, DecodeError> {
+        let total = self.bounded(crate::sale::MAX_TOTAL, "total out of range")?;
+        let shards = self.bounded(u64::from(MAX_SHARDS), "shards out of range")? as u32;
+        if shards == 0 {
+            return Err(DecodeError("shards out of range"));
+        }
+        let limit = self.bounded(crate::sale::MAX_TOTAL, "limit out of range")?;
+        if limit == 0 {
+            return Err(DecodeError("limit out of range"));
+        }
+        let hold_ms = self.u64()?;
+        let start_ms = self.u64()?;
+        let end_ms = self.u64()?;
+        if start_ms >= end_ms {
+            return Err(DecodeError("start is not before end"));
+        }
+        let tag = self.bounded(u64::from(u32::MAX), "tag out of range")? as u32;
+        let stream = match self.u64()? {
+            0 => None,
+            1 => {
+                let key = self.bytes()?;
+                let maxlen = self.bounded(i64::MAX as u64, "maxlen out of range")?;
+                Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen) })
+            }
+            _ => return Err(DecodeError("bad stream flag")),
+        };
+        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
+    }
+
+    fn record(&mut self) -> Result<Reservation, DecodeError> {
+        let id = self.bytes()?;
+        let user = self.bytes()?;
+        let qty = self.u64()?;
+        let state = State::from_code(self.u64()?).ok_or(DecodeError("bad reservation state"))?;
+        let created_ms = self.u64()?;
+        let deadline_ms = self.u64()?;
+        let n = self.bounded(u64::from(MAX_SHARDS), "too many takes")?;
+        let mut takes = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let bucket = self.bounded(u64::from(MAX_SHARDS), "bucket out of range")? as u32;
+            takes.push(Take { bucket, qty: self.u64()? });
+        }
+        Ok(Reservation { id, user, qty, state, created_ms, deadline_ms, takes })
+    }
+}

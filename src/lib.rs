@@ -1,0 +1,61 @@
+//! redis-seckill: flash-sale inventory as native Redis commands.
+//!
+//! The sale's rules live in plain Rust (`sale`, `buckets`, `reservation`,
+//! `reconcile`, `effect`, `encoding`, `args`); the module layer (`commands`,
+//! `commit`, `datatype`, `expiry`, `stats`, `reply`, `rawapi`) is a thin
+//! shell around them.
+
+pub mod args;
+pub mod buckets;
+pub mod effect;
+pub mod encoding;
+pub mod reconcile;
+pub mod report;
+pub mod reservation;
+pub mod sale;
+pub mod slot;
+
+mod commands;
+mod commit;
+mod datatype;
+mod expiry;
+mod rawapi;
+mod reply;
+mod stats;
+
+#[cfg(not(test))]
+mod module {
+    use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
+
+    use crate::commands::*;
+    use crate::datatype::SALE_TYPE;
+
+    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+        // A short or corrupt RDB payload becomes a load error, not a crash.
+        ctx.set_module_options(ModuleOptions::HANDLE_IO_ERRORS);
+        redis_module::raw::register_info_function(ctx.ctx, Some(crate::stats::info));
+        crate::expiry::start(ctx);
+        Status::Ok
+    }
+
+    redis_module! {
+        name: "seckill",
+        version: 1,
+        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+        data_types: [SALE_TYPE],
+        init: init,
+        commands: [
+            ["seckill.init", init_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["seckill.reserve", reserve_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["seckill.release", release_cmd, "write", 1, 1, 1, ""],
+            ["seckill.confirm", confirm_cmd, "write", 1, 1, 1, ""],
+            ["seckill.reconcile", reconcile_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["seckill.info", info_cmd, "readonly", 1, 1, 1, ""],
+            ["seckill.get", get_cmd, "readonly", 1, 1, 1, ""],
+            ["seckill.effect", effect_cmd, "write", 1, 1, 1, ""],
+        ],
+        event_handlers: [
+            [@GENERIC @LOADED: crate::expiry::on_key_event],
+        ],
+    }
+}

@@ -1,0 +1,80 @@
+//! Replies written straight through the module API, so maps keep the field
+//! order the SPEC gives (the crate's map values are hashed or sorted).
+//! Under RESP2 a map is sent as a flat field/value array.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_long};
+
+use redis_module::{raw, Context, RedisResult, RedisValue};
+
+use crate::report::Report;
+
+pub enum Reply {
+    Null,
+    Int(u64),
+    Bulk(Vec<u8>),
+    /// A status word: a simple string.
+    Simple(&'static CStr),
+    Array(Vec<Reply>),
+    Map(Vec<(&'static str, Reply)>),
+}
+
+impl Reply {
+    pub fn send(&self, ctx: &Context) {
+        let c = ctx.ctx;
+        match self {
+            Reply::Null => {
+                raw::reply_with_null(c);
+            }
+            Reply::Int(n) => {
+                raw::reply_with_long_long(c, i64::try_from(*n).unwrap_or(i64::MAX));
+            }
+            Reply::Bulk(b) => {
+                raw::reply_with_string_buffer(c, b.as_ptr().cast::<c_char>(), b.len());
+            }
+            Reply::Simple(s) => {
+                raw::reply_with_simple_string(c, s.as_ptr());
+            }
+            Reply::Array(items) => {
+                raw::reply_with_array(c, items.len() as c_long);
+                items.iter().for_each(|i| i.send(ctx));
+            }
+            Reply::Map(fields) => {
+                raw::reply_with_map(c, fields.len() as c_long);
+                for (name, value) in fields {
+                    raw::reply_with_string_buffer(c, name.as_ptr().cast::<c_char>(), name.len());
+                    value.send(ctx);
+                }
+            }
+        }
+    }
+
+    /// Sends the reply and tells the command wrapper it was sent.
+    pub fn done(self, ctx: &Context) -> RedisResult {
+        self.send(ctx);
+        Ok(RedisValue::NoReply)
+    }
+
+    pub fn id(id: &[u8]) -> Reply {
+        Reply::Bulk(id.to_vec())
+    }
+
+    pub fn ids(ids: &[Box<[u8]>]) -> Reply {
+        Reply::Array(ids.iter().map(|id| Reply::id(id)).collect())
+    }
+
+    pub fn report_fields(r: &Report) -> Vec<(&'static str, Reply)> {
+        vec![
+            ("total", Reply::Int(r.total)),
+            ("remaining", Reply::Int(r.remaining)),
+            ("pending", Reply::Int(r.pending)),
+            ("confirmed", Reply::Int(r.confirmed)),
+            ("released", Reply::Int(r.released)),
+            ("expired", Reply::Int(r.expired)),
+            ("buyers", Reply::Int(r.buyers)),
+            ("reservations", Reply::Int(r.reservations)),
+            ("shards", Reply::Array(r.shards.iter().map(|&n| Reply::Int(n)).collect())),
+            ("invariant", Reply::Simple(if r.invariant_ok { c"ok" } else { c"broken" })),
+        ]
+    }
+}

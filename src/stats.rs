@@ -1,0 +1,57 @@
+//! Counters for `INFO seckill`: one per outcome, across all sales.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::raw;
+
+pub struct Counter {
+    pub name: &'static str,
+    value: AtomicU64,
+}
+
+impl Counter {
+    const fn new(name: &'static str) -> Counter {
+        Counter { name, value: AtomicU64::new(0) }
+    }
+
+    pub fn add(&self, n: u64) {
+        self.value.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.value.load(Ordering::Relaxed)
+    }
+}
+
+pub static INIT_CREATED: Counter = Counter::new("init_created");
+pub static INIT_EXISTS: Counter = Counter::new("init_exists");
+pub static RESERVED: Counter = Counter::new("reserve_reserved");
+pub static NO_SALE: Counter = Counter::new("reserve_no_sale");
+pub static DUPLICATE: Counter = Counter::new("reserve_duplicate");
+pub static NOT_STARTED: Counter = Counter::new("reserve_not_started");
+pub static ENDED: Counter = Counter::new("reserve_ended");
+pub static LIMIT: Counter = Counter::new("reserve_limit");
+pub static SOLD_OUT: Counter = Counter::new("reserve_sold_out");
+pub static RELEASED: Counter = Counter::new("release_released");
+pub static CONFIRMED: Counter = Counter::new("confirm_confirmed");
+pub static LATE: Counter = Counter::new("release_or_confirm_too_late");
+pub static NOT_FOUND: Counter = Counter::new("release_or_confirm_not_found");
+pub static EXPIRED: Counter = Counter::new("holds_expired");
+pub static RECONCILED: Counter = Counter::new("reconcile_calls");
+pub static EFFECTS_APPLIED: Counter = Counter::new("effects_applied");
+pub static EFFECTS_REFUSED: Counter = Counter::new("effects_refused");
+pub static PANICS: Counter = Counter::new("panics_caught");
+
+static ALL: [&Counter; 18] = [
+    &INIT_CREATED, &INIT_EXISTS, &RESERVED, &NO_SALE, &DUPLICATE, &NOT_STARTED, &ENDED, &LIMIT, &SOLD_OUT,
+    &RELEASED, &CONFIRMED, &LATE, &NOT_FOUND, &EXPIRED, &RECONCILED, &EFFECTS_APPLIED, &EFFECTS_REFUSED, &PANICS,
+];
+
+/// The `INFO seckill` section (Redis prefixes each field with `seckill_`).
+pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: i32) {
+    raw::add_info_section(ctx, Some("stats"));
+    for c in ALL {
+        raw::add_info_field_long_long(ctx, c.name, c.get() as i64);
+    }
+    raw::add_info_field_long_long(ctx, "sales_with_holds_tracked", crate::expiry::tracked() as i64);
+}
