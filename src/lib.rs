@@ -59,3 +59,5 @@ mod module {
         ],
     }
 }
+#[cfg(test)]
+mod model_tests;
