@@ -15,6 +15,7 @@ pub mod reservation;
 pub mod sale;
 pub mod slot;
 
+mod command_info;
 mod commands;
 mod commit;
 mod datatype;
@@ -34,6 +35,10 @@ mod module {
         // A short or corrupt RDB payload becomes a load error, not a crash.
         ctx.set_module_options(ModuleOptions::HANDLE_IO_ERRORS);
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::stats::info));
+        if !crate::command_info::register(ctx) {
+            ctx.log_warning("seckill: could not set command info (key-specs)");
+            return Status::Err;
+        }
         crate::expiry::start(ctx);
         Status::Ok
     }

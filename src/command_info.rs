@@ -1,0 +1,90 @@
+//! Arity and key-specs for every command, through the raw
+//! `RedisModule_SetCommandInfo` (the crate's `#[command]` macro needs the
+//! 7.2 ACL-category API, which 7.0 lacks). With them COMMAND INFO, COMMAND
+//! GETKEYS and cluster routing see the STREAM key INIT names too.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::raw::{self, RedisModuleCommandKeySpec as KeySpec};
+use redis_module::Context;
+
+/// How a command's keys are found in its arguments.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// The sale key at argument 1.
+    Sale { write: bool },
+    /// INIT: the sale key, and the key after the STREAM keyword.
+    SaleAndStream,
+}
+
+const COMMANDS: [(&CStr, c_int, Keys, &CStr); 8] = [
+    (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE)."),
+    (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user."),
+    (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation."),
+    (c"seckill.confirm", 3, Keys::Sale { write: true }, c"Confirm a pending reservation."),
+    (c"seckill.reconcile", -2, Keys::Sale { write: true }, c"Compare the sale with the order ledger; EXPIRE or APPLY fix it."),
+    (c"seckill.info", 2, Keys::Sale { write: false }, c"Report on a sale."),
+    (c"seckill.get", 3, Keys::Sale { write: false }, c"Show one reservation."),
+    (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect."),
+];
+
+fn index_spec(pos: c_int, flags: u32) -> KeySpec {
+    let mut spec: KeySpec = unsafe { std::mem::zeroed() };
+    spec.flags = u64::from(flags);
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    spec.bs.index.pos = pos;
+    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 };
+    spec
+}
+
+fn keyword_spec(keyword: &'static CStr, flags: u32) -> KeySpec {
+    let mut spec = index_spec(0, flags);
+    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
+    spec.bs.keyword = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 { keyword: keyword.as_ptr(), startfrom: 3 };
+    spec
+}
+
+fn specs(keys: Keys) -> Vec<KeySpec> {
+    let rw = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
+    let ro = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
+    let mut v = match keys {
+        Keys::Sale { write: true } => vec![index_spec(1, rw)],
+        Keys::Sale { write: false } => vec![index_spec(1, ro)],
+        Keys::SaleAndStream => vec![
+            index_spec(1, raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE),
+            // INIT only checks the stream's type; later writes append to it.
+            keyword_spec(c"STREAM", raw::REDISMODULE_CMD_KEY_RO),
+        ],
+    };
+    v.push(unsafe { std::mem::zeroed() }); // the terminator
+    v
+}
+
+/// Sets arity, summary and key-specs; Redis copies what it is given.
+pub fn register(ctx: &Context) -> bool {
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<KeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    let (Some(get_command), Some(set_info)) = (unsafe { raw::RedisModule_GetCommand }, unsafe { raw::RedisModule_SetCommandInfo })
+    else {
+        return true; // older servers: the first/last/step from registration stand
+    };
+    COMMANDS.iter().all(|&(name, arity, keys, summary)| {
+        let mut key_specs = specs(keys);
+        let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+        info.version = &version;
+        info.summary = summary.as_ptr();
+        info.since = c"0.1.0".as_ptr();
+        info.arity = arity;
+        info.key_specs = key_specs.as_mut_ptr();
+        unsafe {
+            let cmd = get_command(ctx.ctx, name.as_ptr());
+            !cmd.is_null() && set_info(cmd, &info) == raw::REDISMODULE_OK as c_int
+        }
+    })
+}
