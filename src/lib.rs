@@ -24,7 +24,7 @@ mod rawapi;
 mod reply;
 mod stats;
 
-#[cfg(not(test))]
+#[cfg(all(feature = "module", not(test)))]
 mod module {
     use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 
