@@ -17,7 +17,7 @@ APT_PACKAGES := redis-server redis-tools libclang-dev clang python3-venv
 RLTEST_ARGS := --module $(MODULE) --randomize-ports --enable-debug-command \
 	--check-exitcode -t tests/integration
 
-.PHONY: run test build deps sys-deps py-deps unit integration clean
+.PHONY: run test build deps sys-deps py-deps unit integration fuzz valgrind clean
 
 build: sys-deps
 	cargo build --release
@@ -50,6 +50,23 @@ integration: build py-deps
 	cd $(CURDIR) && $(RLTEST) $(RLTEST_ARGS)
 
 test: deps build unit integration
+
+# Not part of `make test`: coverage-guided fuzzing of the RDB decoder and the
+# argument / effect parsers (cargo fuzz, libFuzzer), FUZZ_SECONDS per target.
+FUZZ_SECONDS ?= 60
+FUZZ_TOOLCHAIN := $(shell rustup toolchain list 2>/dev/null | grep -q '^nightly' && echo +nightly)
+fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
+	for t in decode args; do \
+		RUSTC_BOOTSTRAP=1 cargo $(FUZZ_TOOLCHAIN) fuzz run --fuzz-dir fuzz -O $$t -- \
+			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
+
+# Not part of `make test`: the integration suite with every redis-server under
+# valgrind (RLTest's valgrind mode); fails on errors and definite leaks.
+valgrind: build py-deps
+	@dpkg -s valgrind >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq valgrind)
+	$(RLTEST) $(RLTEST_ARGS) -V --vg-suppressions $(CURDIR)/tests/integration/valgrind.sup
 
 clean:
 	cargo clean

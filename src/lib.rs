@@ -15,13 +15,21 @@ pub mod reservation;
 pub mod sale;
 pub mod slot;
 
+#[cfg(feature = "module")]
 mod command_info;
+#[cfg(feature = "module")]
 mod commands;
+#[cfg(feature = "module")]
 mod commit;
+#[cfg(feature = "module")]
 mod datatype;
+#[cfg(feature = "module")]
 mod expiry;
+#[cfg(feature = "module")]
 mod rawapi;
+#[cfg(feature = "module")]
 mod reply;
+#[cfg(feature = "module")]
 mod stats;
 
 #[cfg(all(feature = "module", not(test)))]

@@ -444,7 +444,7 @@ impl Sale {
     }
 }
 
-/// Live takes must name distinct, positive amounts summing to `qty`.
+/// Live takes must be positive amounts summing to `qty`.
 fn check_takes(takes: &[Take], qty: u64) -> Result<(), EffectError> {
     let mut sum: u64 = 0;
     for t in takes {
