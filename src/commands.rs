@@ -45,6 +45,11 @@ impl From<ArgError> for RedisError {
     }
 }
 
+/// A key of another type: Redis's standard WRONGTYPE error.
+fn wrong_type(_: RedisError) -> RedisError {
+    RedisError::WrongType
+}
+
 fn internal(e: crate::sale::EffectError) -> RedisError {
     RedisError::String(format!("ERR seckill internal error: {}", e.0))
 }
@@ -91,7 +96,7 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     }
     let a = args::parse_init(argv[1], &argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
-    let before = key.get_value::<Sale>(&SALE_TYPE)?.map(|s| s.remaining());
+    let before = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.map(|s| s.remaining());
     if before.is_some() && !a.replace {
         stats::INIT_EXISTS.add(1);
         return Reply::Simple(c"EXISTS").done(ctx);
@@ -138,7 +143,7 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     }
     let a = args::parse_reserve(&argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NO_SALE.add(1);
         return reserve_reply(c"NO_SALE", None, 0).done(ctx);
     };
@@ -187,17 +192,17 @@ fn settle(
     }
     let rid = args::parse_rid(&argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NOT_FOUND.add(1);
         return Reply::Array(vec![Reply::Simple(c"NOT_FOUND"), Reply::Int(0)]).done(ctx);
     };
-    if let (Some(stream), Some(State::Pending)) = (&sale.config().stream, sale.get(rid).map(|r| r.state)) {
+    if let (Some(stream), Some(State::Pending)) = (&sale.config().stream, sale.get(rid).map(|r| r.state())) {
         check_stream(ctx, stream)?;
     }
     let before = sale.remaining();
     let c = Committer { ctx, key: &args[1], origin: Origin::Master };
     expire_due(&c, sale, now_ms());
-    let state = sale.get(rid).map(|r| r.state);
+    let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
     c.notify_stock_edge(before, sale.remaining());
     Reply::Array(vec![Reply::Simple(status), Reply::Int(sale.remaining())]).done(ctx)
@@ -240,7 +245,7 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     }
     let a = args::parse_reconcile(&argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE)? else {
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
     if let (Some(stream), true) = (&sale.config().stream, a.apply || a.expire) {
@@ -250,6 +255,11 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     let now = now_ms();
     let before = sale.remaining();
     let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    // Holds that ran out go first, so the orders are classified (and with
+    // APPLY, retaken) against the state that stays.
+    if a.expire {
+        expire_due(&c, sale, now);
+    }
     let mut failure = None;
     let orders = a.orders.as_ref().map(|orders| {
         reconcile_orders(sale, orders, a.apply, now, |sale, effect| {
@@ -260,9 +270,6 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     });
     if let Some(e) = failure {
         return Err(internal(e));
-    }
-    if a.expire {
-        expire_due(&c, sale, now);
     }
     c.notify_stock_edge(before, sale.remaining());
     let mut fields = Reply::report_fields(&Report::of(sale));
@@ -289,7 +296,7 @@ fn info(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let key = ctx.open_key(&args[1]);
-    match key.get_value::<Sale>(&SALE_TYPE)? {
+    match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
         None => Reply::Null.done(ctx),
         Some(sale) => Reply::Map(Reply::report_fields(&Report::of(sale))).done(ctx),
     }
@@ -302,15 +309,15 @@ fn get(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     }
     let rid = args::parse_rid(&argv[2..])?;
     let key = ctx.open_key(&args[1]);
-    let Some(rec) = key.get_value::<Sale>(&SALE_TYPE)?.and_then(|s| s.get(rid)) else {
+    let Some(rec) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.and_then(|s| s.get(rid)) else {
         return Reply::Null.done(ctx);
     };
     Reply::Map(vec![
-        ("user", Reply::id(&rec.user)),
-        ("qty", Reply::Int(rec.qty)),
-        ("state", Reply::Bulk(rec.state.word().as_bytes().to_vec())),
-        ("created_ms", Reply::Int(rec.created_ms)),
-        ("deadline_ms", Reply::Int(rec.deadline_ms)),
+        ("user", Reply::id(rec.user())),
+        ("qty", Reply::Int(rec.qty())),
+        ("state", Reply::Bulk(rec.state().word().as_bytes().to_vec())),
+        ("created_ms", Reply::Int(rec.created_ms())),
+        ("deadline_ms", Reply::Int(rec.deadline_ms())),
     ])
     .done(ctx)
 }
@@ -325,7 +332,7 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let effect = Effect::parse(&argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
     let c = Committer { ctx, key: &args[1], origin: Origin::Replayed };
-    let existing = key.get_value::<Sale>(&SALE_TYPE)?;
+    let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
     let result = match (effect, existing) {
         (Effect::Init(config), existing) => {
             let before = existing.map(|s| s.remaining());

@@ -67,13 +67,13 @@ impl Committer<'_> {
         let (Some(stream), Some(rec)) = (&sale.config().stream, sale.get(id)) else {
             return;
         };
-        let qty = rec.qty.to_string();
+        let qty = rec.qty().to_string();
         let maxlen = stream.maxlen.map(|n| n.to_string());
         let mut argv: Vec<&[u8]> = vec![&stream.key];
         if let Some(n) = &maxlen {
             argv.extend([&b"MAXLEN"[..], b"~", n.as_bytes()]);
         }
-        argv.extend([&b"*"[..], b"event", event.word().as_bytes(), b"rid", id, b"user", &rec.user, b"qty", qty.as_bytes()]);
+        argv.extend([&b"*"[..], b"event", event.word().as_bytes(), b"rid", id, b"user", rec.user(), b"qty", qty.as_bytes()]);
         let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
         let res: CallResult = self.ctx.call_ext("XADD", &opts, argv.as_slice());
         if let Err(e) = res {

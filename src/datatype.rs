@@ -77,8 +77,15 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let cmd = std::ffi::CString::new(EFFECT_COMMAND).unwrap_or_default();
         rawapi::emit_aof(aof, &cmd, key, &Effect::Init(s.config().clone()).to_args());
-        for chunk in s.records().chunks(AOF_BATCH) {
-            rawapi::emit_aof(aof, &cmd, key, &Effect::Records(chunk.to_vec()).to_args());
+        let mut batch = Vec::with_capacity(AOF_BATCH);
+        for rec in s.records() {
+            batch.push(rec.to_owned());
+            if batch.len() == AOF_BATCH {
+                rawapi::emit_aof(aof, &cmd, key, &Effect::Records(std::mem::take(&mut batch)).to_args());
+            }
+        }
+        if !batch.is_empty() {
+            rawapi::emit_aof(aof, &cmd, key, &Effect::Records(batch).to_args());
         }
     }));
 }

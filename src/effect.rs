@@ -74,7 +74,7 @@ impl Effect {
                 _ => Err(EffectError("reservation is not pending")),
             },
             Effect::Expire(ids) => {
-                if ids.iter().any(|id| sale.get(id).map(|r| r.state) != Some(State::Pending)) {
+                if ids.iter().any(|id| sale.get(id).map(|r| r.state()) != Some(State::Pending)) {
                     return Err(EffectError("reservation is not pending"));
                 }
                 for id in ids {

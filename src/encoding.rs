@@ -16,7 +16,7 @@ pub const VERSION: u64 = 1;
 pub struct DecodeError(pub &'static str);
 
 pub fn encode(sale: &Sale) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + sale.records().len() * 32);
+    let mut out = Vec::with_capacity(64 + sale.record_count() * 32);
     let c = sale.config();
     put(&mut out, VERSION);
     for n in [c.total, u64::from(c.shards), c.limit, c.hold_ms, c.start_ms, c.end_ms, u64::from(c.tag)] {
@@ -33,14 +33,18 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
     for &r in sale.buckets().remaining() {
         put(&mut out, r);
     }
-    put(&mut out, sale.records().len() as u64);
+    put(&mut out, sale.record_count() as u64);
+    let mut id = Vec::with_capacity(32);
     for r in sale.records() {
-        put_bytes(&mut out, &r.id);
-        put_bytes(&mut out, &r.user);
-        for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
+        id.clear();
+        r.write_id(&mut id);
+        put_bytes(&mut out, &id);
+        put_bytes(&mut out, r.user());
+        let takes = r.takes();
+        for n in [r.qty(), u64::from(r.state().code()), r.created_ms(), r.deadline_ms(), takes.len() as u64] {
             put(&mut out, n);
         }
-        for t in &r.takes {
+        for t in &takes {
             put(&mut out, u64::from(t.bucket));
             put(&mut out, t.qty);
         }

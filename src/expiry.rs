@@ -1,10 +1,9 @@
 //! Active hold expiry: a timer on every node that, on the master only,
 //! releases the holds that ran out in the sales it tracks. Lazy expiry (any
-//! write touching a sale) covers the rest, so tracking may miss a sale (after
-//! SWAPDB, say) without a hold ever outliving a write to its sale.
+//! write touching a sale) is the backstop.
 //!
 //! A sale is tracked by (db, key name) when it gets a hold, when it is loaded
-//! or restored, and when it is renamed, moved or copied.
+//! or restored, when it is renamed, moved or copied, and across SWAPDB.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -47,6 +46,20 @@ fn untrack(db: i32, key: &[u8]) {
 
 pub fn tracked() -> usize {
     with_tracked(|t| t.values().map(HashSet::len).sum())
+}
+
+/// SWAPDB exchanges the databases' sales: exchange what is tracked too.
+pub fn on_swapdb(first: i32, second: i32) {
+    with_tracked(|t| {
+        let a = t.remove(&first);
+        let b = t.remove(&second);
+        if let Some(a) = a {
+            t.insert(second, a);
+        }
+        if let Some(b) = b {
+            t.insert(first, b);
+        }
+    });
 }
 
 /// Whether this node may decide on its own: a master, not loading.

@@ -5,6 +5,9 @@
 //! `commit`, `datatype`, `expiry`, `stats`, `reply`, `rawapi`) is a thin
 //! shell around them.
 
+// Unit tests build the module layer without registering it.
+#![cfg_attr(test, allow(dead_code))]
+
 pub mod args;
 pub mod buckets;
 pub mod effect;
@@ -46,6 +49,9 @@ mod module {
         if !crate::command_info::register(ctx) {
             ctx.log_warning("seckill: could not set command info (key-specs)");
             return Status::Err;
+        }
+        if !crate::rawapi::on_swapdb(ctx, crate::expiry::on_swapdb) {
+            ctx.log_warning("seckill: could not subscribe to SWAPDB events");
         }
         crate::expiry::start(ctx);
         Status::Ok

@@ -242,17 +242,17 @@ impl Model {
         self.recs.push(rec);
     }
 
-    /// The id the module makes: `<tag>-<n>`, n from the record count up,
-    /// skipping ids taken.
+    /// The id the module makes: `<tag>-<seq>`, seq being the record count;
+    /// when a client took that id, `<tag>-<seq>-<k>` with the smallest free k.
     fn generated_id(&self) -> Vec<u8> {
-        let mut n = self.recs.len();
-        loop {
-            let id = format!("{:08x}-{}", self.cfg.tag, n).into_bytes();
-            if !self.index.contains_key(&id) {
-                return id;
-            }
-            n += 1;
+        let base = format!("{:08x}-{}", self.cfg.tag, self.recs.len());
+        if !self.index.contains_key(base.as_bytes()) {
+            return base.into_bytes();
         }
+        (1..)
+            .map(|k| format!("{base}-{k}").into_bytes())
+            .find(|id| !self.index.contains_key(id))
+            .unwrap_or_default()
     }
 
     /// RESERVE, after expiry. SPEC order: DUPLICATE, window, LIMIT, SOLD_OUT.
@@ -371,8 +371,9 @@ struct Derived {
 
 fn derived(s: &Sale) -> Derived {
     let c = s.config();
+    let all = recs(s);
     let mut users: BTreeSet<&[u8]> = USERS.iter().copied().collect();
-    users.extend(s.records().iter().map(|r| &*r.user));
+    users.extend(all.iter().map(|r| &*r.user));
     let mut probes = Vec::new();
     for u in users {
         for q in 1..=c.limit.min(4) {
@@ -405,7 +406,7 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
     // Per bucket: remainder + live takes == allocation.
     let mut held = vec![0u64; rem.len()];
     let (mut pending, mut confirmed, mut released, mut expired) = (0u64, 0u64, 0u64, 0u64);
-    for r in s.records() {
+    for r in recs(&s) {
         match r.state {
             State::Pending => pending += r.qty,
             State::Confirmed => confirmed += r.qty,
@@ -439,28 +440,28 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
     }
     // Ids are unique and `get` finds each record.
     let mut ids = HashSet::new();
-    for r in s.records() {
+    let all = recs(s);
+    for r in &all {
         if !ids.insert(&r.id) {
             return Err(format!("reservation id {:?} appears twice", r.id));
         }
-        if s.get(&r.id) != Some(r) {
+        if s.get(&r.id).map(|v| v.to_owned()).as_ref() != Some(r) {
             return Err(format!("get({:?}) does not find its record", r.id));
         }
     }
     // Buyers and holds are what the records say.
-    let buyers = s.records().iter().filter(|r| r.state.is_live()).map(|r| &r.user).collect::<HashSet<_>>().len();
+    let buyers = recs(&s).iter().filter(|r| r.state.is_live()).map(|r| &r.user).collect::<HashSet<_>>().len();
     if s.buyer_count() != buyers {
         return Err(format!("buyer count {} but {} users hold live reservations", s.buyer_count(), buyers));
     }
-    let mut holds: Vec<(u64, usize)> = s
-        .records()
+    let mut holds: Vec<(u64, usize)> = recs(s)
         .iter()
         .enumerate()
         .filter(|(_, r)| r.state == State::Pending && r.deadline_ms != 0)
         .map(|(i, r)| (r.deadline_ms, i))
         .collect();
     holds.sort();
-    let due: Vec<Box<[u8]>> = holds.iter().map(|&(_, i)| s.records()[i].id.clone()).collect();
+    let due: Vec<Box<[u8]>> = holds.iter().map(|&(_, i)| recs(&s)[i].id.clone()).collect();
     if s.due_holds(u64::MAX) != due || s.next_deadline() != holds.first().map(|h| h.0) {
         return Err("holds differ from the pending records".into());
     }
@@ -479,12 +480,12 @@ fn check_against_model(m: &Model, s: &Sale, step: usize) {
     assert_eq!(t.released, m.sum(State::is_released), "{}", ctx("released"));
     assert_eq!(t.expired, m.sum(|st| st == State::Expired), "{}", ctx("expired"));
     assert_eq!(s.buyer_count() as u64, m.buyers(), "{}", ctx("buyers"));
-    assert_eq!(s.records().len(), m.recs.len(), "{}", ctx("record count"));
-    for (r, mr) in s.records().iter().zip(&m.recs) {
+    assert_eq!(recs(&s).len(), m.recs.len(), "{}", ctx("record count"));
+    for (r, mr) in recs(&s).iter().zip(&m.recs) {
         let got = (&*r.id, &*r.user, r.qty, r.state, r.created_ms, r.deadline_ms);
         let want = (&mr.id[..], &mr.user[..], mr.qty, mr.state, mr.created, mr.deadline);
         assert_eq!(got, want, "{}", ctx("record"));
-        assert_eq!(s.get(&mr.id), Some(r), "{}", ctx("get"));
+        assert_eq!(s.get(&mr.id).map(|v| v.to_owned()).as_ref(), Some(r), "{}", ctx("get"));
     }
     // Holds: what the expiry would pick, and when.
     let holds = m.holds();
@@ -627,7 +628,7 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let got_exp = m.expire_due(now);
                 assert_eq!(got_exp, want_exp, "step {step}: expired holds");
                 let is_release = matches!(cmd, Cmd::Release(_));
-                let state = m.sale.get(&rid).map(|r| r.state);
+                let state = m.sale.get(&rid).map(|v| v.to_owned()).map(|r| r.state);
                 // commands::release / commands::confirm
                 let got = if is_release {
                     match state {
@@ -687,6 +688,12 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let rows: Vec<(Vec<u8>, Vec<u8>, u64)> =
                     orders.iter().map(|&(k, u, q)| (order_rid(&model, k), USERS[u].to_vec(), q)).collect();
                 let parsed: Vec<Order> = rows.iter().map(|(r, u, q)| Order { rid: r, user: u, qty: *q }).collect();
+                // EXPIRE first, so the orders are classified against what stays.
+                if *expire {
+                    let want_exp = model.expire_due(now);
+                    let got_exp = m.expire_due(now);
+                    assert_eq!(got_exp, want_exp, "step {step}: RECONCILE EXPIRE");
+                }
                 let before = m.sale.clone();
                 let effects_before = m.effects.len();
                 let Master { sale, replica, effects } = &mut m;
@@ -704,11 +711,6 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                     rows.len(),
                     "step {step}: every order row is in exactly one class"
                 );
-                if *expire {
-                    let want_exp = model.expire_due(now);
-                    let got_exp = m.expire_due(now);
-                    assert_eq!(got_exp, want_exp, "step {step}: RECONCILE EXPIRE");
-                }
             }
         }
         if full {
@@ -725,7 +727,7 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
 fn aof_rebuild(s: &Sale, chunk: usize) -> Sale {
     let Effect::Init(cfg) = roundtrip_effect(&Effect::Init(s.config().clone())) else { unreachable!() };
     let mut rebuilt = Sale::new(cfg);
-    for part in s.records().chunks(chunk) {
+    for part in recs(&s).chunks(chunk) {
         let e = roundtrip_effect(&Effect::Records(part.to_vec()));
         if let Err(err) = e.apply(&mut rebuilt) {
             panic!("AOF rewrite chunk refused: {err:?}");
@@ -887,8 +889,8 @@ fn effect_spec_strategy() -> impl Strategy<Value = EffectSpec> {
 
 /// Choices 0..8 name a record of `s` (when it has any), 8.. fresh ids.
 fn spec_id(s: &Sale, k: usize) -> Box<[u8]> {
-    if k < 8 && !s.records().is_empty() {
-        s.records()[k % s.records().len()].id.clone()
+    if k < 8 && !recs(&s).is_empty() {
+        recs(&s)[k % recs(&s).len()].id.clone()
     } else {
         format!("fresh-{}", k % 5).into_bytes().into()
     }
@@ -925,7 +927,7 @@ fn resolve(s: &Sale, spec: &EffectSpec) -> Effect {
         EffectSpec::Expire(ks) => Effect::Expire(ks.iter().map(|k| spec_id(s, *k)).collect()),
         EffectSpec::Retake(k, t) => {
             let id = spec_id(s, *k);
-            let qty = s.get(&id).map_or(1, |r| r.qty);
+            let qty = s.get(&id).map(|v| v.to_owned()).map_or(1, |r| r.qty);
             Effect::Retake(id, to_takes(s, t, qty))
         }
     }
@@ -964,9 +966,9 @@ fn with_remainders(s: &Sale, rem: &[u64]) -> Vec<u8> {
 fn exercise(s: &Sale) {
     // A loaded sale must stay usable: every operation keeps the invariant.
     let mut s = s.clone();
-    let ids: Vec<Box<[u8]>> = s.records().iter().map(|r| r.id.clone()).collect();
+    let ids: Vec<Box<[u8]>> = recs(&s).iter().map(|r| r.id.clone()).collect();
     for (i, id) in ids.iter().enumerate() {
-        let _ = s.decide_reserve(&s.records()[i].user.clone(), 1, None, s.config().start_ms);
+        let _ = s.decide_reserve(&recs(&s)[i].user.clone(), 1, None, s.config().start_ms);
         let _ = s.plan_retake(id);
         if i % 2 == 0 {
             s.confirm(id);
@@ -1133,7 +1135,7 @@ proptest! {
             }
         }
         // With ids the sale really has, too.
-        let ids: Vec<Vec<u8>> = t.master.records().iter().map(|r| r.id.to_vec()).collect();
+        let ids: Vec<Vec<u8>> = recs(&t.master).iter().map(|r| r.id.to_vec()).collect();
         if !ids.is_empty() {
             let mut args2: Vec<Vec<u8>> = vec![op.clone()];
             for (i, tok) in tokens.iter().enumerate() {
@@ -1229,7 +1231,8 @@ fn generated_ids_skip_client_ids() {
         (0, Cmd::Reserve { user: 2, qty: 1, reqid: Some(5) }), // "0000002a-1": DUPLICATE
     ];
     let t = run(&cfg, &steps);
-    let ids: Vec<&[u8]> = t.master.records().iter().map(|r| &*r.id).collect();
+    let all = recs(&t.master);
+    let ids: Vec<&[u8]> = all.iter().map(|r| &*r.id).collect();
     assert_eq!(ids, vec![&b"0000002a-0"[..], b"0000002a-1"]);
 }
 
@@ -1257,4 +1260,9 @@ fn expire_effect_is_all_or_nothing() {
     let e = Effect::Expire(vec![b"a".to_vec().into(), b"missing".to_vec().into()]);
     assert!(e.apply(&mut s).is_err());
     assert!(s == before && derived(&s) == derived(&before));
+}
+
+/// The sale's records as owned values (the sale stores them compactly).
+fn recs(s: &Sale) -> Vec<Reservation> {
+    s.records().map(|r| r.to_owned()).collect()
 }

@@ -36,3 +36,22 @@ pub fn emit_aof(aof: *mut raw::RedisModuleIO, cmd: &std::ffi::CStr, key: *mut ra
         }
     }
 }
+
+/// Calls `callback(first, second)` after every SWAPDB.
+pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
+    static CALLBACK: std::sync::OnceLock<fn(i32, i32)> = std::sync::OnceLock::new();
+    unsafe extern "C" fn trampoline(
+        _ctx: *mut raw::RedisModuleCtx,
+        _eid: raw::RedisModuleEvent,
+        _subevent: u64,
+        data: *mut std::os::raw::c_void,
+    ) {
+        let info = &*data.cast::<raw::RedisModuleSwapDbInfo>();
+        if let Some(cb) = CALLBACK.get() {
+            cb(info.dbnum_first, info.dbnum_second);
+        }
+    }
+    let _ = CALLBACK.set(callback);
+    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+}

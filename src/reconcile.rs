@@ -31,7 +31,7 @@ pub fn reconcile_orders(
     let mut report = OrdersReport::default();
     for order in orders {
         let rid: Box<[u8]> = order.rid.into();
-        let state = sale.get(order.rid).map(|r| r.state);
+        let state = sale.get(order.rid).map(|r| r.state());
         let fix = match state {
             Some(State::Confirmed) => {
                 report.ok += 1;

@@ -28,7 +28,7 @@ impl Report {
             released: t.released,
             expired: t.expired,
             buyers: sale.buyer_count() as u64,
-            reservations: sale.records().len() as u64,
+            reservations: sale.record_count() as u64,
             shards: sale.buckets().remaining().to_vec(),
             invariant_ok: sale.invariant_holds(),
         }

@@ -1,11 +1,20 @@
 //! One sale: its rules, its stock, its buyers and its reservations.
 //!
 //! Plain Rust, no FFI. The master decides (`decide_reserve`, `due_holds`,
-//! `plan_retake`) with its clock; every change is then made by a method that
-//! takes the decision with all ids, buckets and timestamps explicit, so the
-//! very same call replays on a replica or from the AOF.
+//! `plan_retake`, `plan_adopt`) with its clock; every change is then made by
+//! a method that takes the decision with all ids, buckets and timestamps
+//! explicit, so the very same call replays on a replica or from the AOF.
+//!
+//! Memory: a flash sale keeps a record per reservation, so records are
+//! compact (32 bytes). User names and client ids live once in a byte arena;
+//! generated ids (`<tag>-<seq>`) are not stored at all; the two indexes hold
+//! only sequence numbers; hold deadlines follow creation order, so expiry
+//! needs a cursor, not a queue.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::buckets::{Buckets, Take};
 use crate::reservation::{valid_id, Reservation, State};
@@ -48,7 +57,7 @@ pub enum Refusal {
     SoldOut,
 }
 
-/// A replicated change that does not fit the state it is applied to.
+/// A change that does not fit the state it is applied to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EffectError(pub &'static str);
 
@@ -68,15 +77,9 @@ pub enum ConfirmOutcome {
     NotFound,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Buyer {
-    /// Quantity held by live reservations.
-    qty: u64,
-    /// Sequence numbers of live reservations, ascending.
-    live: Vec<u32>,
-}
-
 /// Units per reservation state, kept up to date by every change.
+/// `released` counts units in released reservations (hold expiry included);
+/// a RECONCILE APPLY that retakes one moves its units to `confirmed`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     pub pending: u64,
@@ -85,18 +88,169 @@ pub struct Tally {
     pub expired: u64,
 }
 
+/// No record: the end of a buyer's chain.
+const NONE: u32 = u32::MAX;
+/// `Record::id` of a generated id, `<tag>-<seq>`.
+const GENERATED: u32 = u32::MAX;
+/// `Record::bucket` when the stock came from several buckets.
+const MULTI: u16 = u16::MAX;
+
+/// One reservation, 32 bytes.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    qty: u64,
+    created_ms: u64,
+    /// Arena offset of the user id.
+    user: u32,
+    /// Arena offset of the client id, or `GENERATED`.
+    id: u32,
+    /// The buyer's previous live record (live records form a chain per
+    /// buyer, newest first), or `NONE`.
+    prev_live: u32,
+    /// The one bucket the stock came from, or `MULTI` (see `multi_takes`).
+    bucket: u16,
+    state: State,
+    /// The hold runs out at `created_ms + hold_ms`.
+    has_deadline: bool,
+}
+
+/// A reservation as stored, borrowed from the sale.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    sale: &'a Sale,
+    seq: u32,
+}
+
+impl<'a> RecordView<'a> {
+    fn rec(&self) -> &'a Record {
+        &self.sale.records[self.seq as usize]
+    }
+
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+
+    /// Writes the reservation id into `out` (rendered for generated ids).
+    pub fn write_id(&self, out: &mut Vec<u8>) {
+        match self.rec().id {
+            GENERATED => write_generated(out, self.sale.config.tag, self.seq),
+            off => out.extend_from_slice(arena_bytes(&self.sale.arena, off)),
+        }
+    }
+
+    pub fn id(&self) -> Box<[u8]> {
+        let mut out = Vec::with_capacity(20);
+        self.write_id(&mut out);
+        out.into_boxed_slice()
+    }
+
+    pub fn user(&self) -> &'a [u8] {
+        arena_bytes(&self.sale.arena, self.rec().user)
+    }
+
+    pub fn qty(&self) -> u64 {
+        self.rec().qty
+    }
+
+    pub fn state(&self) -> State {
+        self.rec().state
+    }
+
+    pub fn created_ms(&self) -> u64 {
+        self.rec().created_ms
+    }
+
+    pub fn deadline_ms(&self) -> u64 {
+        let r = self.rec();
+        if r.has_deadline {
+            r.created_ms.saturating_add(self.sale.config.hold_ms)
+        } else {
+            0
+        }
+    }
+
+    /// Where the stock came from, while the reservation is live.
+    pub fn takes(&self) -> Vec<Take> {
+        let r = self.rec();
+        match (r.state.is_live(), r.bucket) {
+            (false, _) => Vec::new(),
+            (true, MULTI) => self.sale.multi_takes.get(&self.seq).map_or_else(Vec::new, |t| t.to_vec()),
+            (true, b) => vec![Take { bucket: u32::from(b), qty: r.qty }],
+        }
+    }
+
+    pub fn to_owned(&self) -> Reservation {
+        Reservation {
+            id: self.id(),
+            user: self.user().into(),
+            qty: self.qty(),
+            state: self.state(),
+            created_ms: self.created_ms(),
+            deadline_ms: self.deadline_ms(),
+            takes: self.takes(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Sale {
     config: SaleConfig,
     buckets: Buckets,
     remaining: u64,
     /// In creation order; a reservation's index is its sequence number.
-    records: Vec<Reservation>,
-    by_id: HashMap<Box<[u8]>, u32>,
-    buyers: HashMap<Box<[u8]>, Buyer>,
-    /// Pending reservations that can run out, by (deadline, seq).
-    holds: BTreeSet<(u64, u32)>,
+    records: Vec<Record>,
+    /// User ids and client ids, each as `len - 1` then the bytes.
+    arena: Vec<u8>,
+    /// Sequence numbers of records with a client id, keyed by that id.
+    client_ids: HashTable<u32>,
+    /// Each buyer's newest live record, keyed by user id.
+    buyers: HashTable<u32>,
+    /// Takes of live records that borrowed from several buckets.
+    multi_takes: HashMap<u32, Box<[Take]>>,
+    /// No pending record with a deadline sits before this sequence number.
+    hold_cursor: u32,
     tally: Tally,
+    /// Per process, never persisted: keyed against crafted collisions.
+    hasher: DefaultHashBuilder,
+}
+
+fn arena_bytes(arena: &[u8], off: u32) -> &[u8] {
+    let off = off as usize;
+    let len = arena[off] as usize + 1;
+    &arena[off + 1..off + 1 + len]
+}
+
+fn write_generated(out: &mut Vec<u8>, tag: u32, seq: u32) {
+    use std::io::Write;
+    let _ = write!(out, "{tag:08x}-{seq}");
+}
+
+/// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
+fn parse_generated(id: &[u8], tag: u32) -> Option<u32> {
+    if id.len() < 10 || id[8] != b'-' {
+        return None;
+    }
+    let hex = |b: u8| match b {
+        b'0'..=b'9' => Some(u32::from(b - b'0')),
+        b'a'..=b'f' => Some(u32::from(b - b'a' + 10)),
+        _ => None,
+    };
+    let mut t: u32 = 0;
+    for &b in &id[..8] {
+        t = (t << 4) | hex(b)?;
+    }
+    let digits = &id[9..];
+    if t != tag || (digits.len() > 1 && digits[0] == b'0') || digits.len() > 10 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    u32::try_from(n).ok().filter(|&n| n != NONE)
 }
 
 impl Sale {
@@ -107,10 +261,13 @@ impl Sale {
             config,
             buckets,
             records: Vec::new(),
-            by_id: HashMap::new(),
-            buyers: HashMap::new(),
-            holds: BTreeSet::new(),
+            arena: Vec::new(),
+            client_ids: HashTable::new(),
+            buyers: HashTable::new(),
+            multi_takes: HashMap::new(),
+            hold_cursor: 0,
             tally: Tally::default(),
+            hasher: DefaultHashBuilder::default(),
         }
     }
 
@@ -134,12 +291,16 @@ impl Sale {
         self.buyers.len()
     }
 
-    pub fn records(&self) -> &[Reservation] {
-        &self.records
+    pub fn record_count(&self) -> usize {
+        self.records.len()
     }
 
-    pub fn get(&self, id: &[u8]) -> Option<&Reservation> {
-        self.by_id.get(id).map(|&seq| &self.records[seq as usize])
+    pub fn records(&self) -> impl Iterator<Item = RecordView<'_>> + '_ {
+        (0..self.records.len() as u32).map(move |seq| RecordView { sale: self, seq })
+    }
+
+    pub fn get(&self, id: &[u8]) -> Option<RecordView<'_>> {
+        self.find(id).map(|seq| RecordView { sale: self, seq })
     }
 
     /// `sum(bucket remaining) + pending + confirmed == total`.
@@ -149,9 +310,58 @@ impl Sale {
                 == Some(self.config.total)
     }
 
+    fn hash(&self, bytes: &[u8]) -> u64 {
+        self.hasher.hash_one(bytes)
+    }
+
+    fn find(&self, id: &[u8]) -> Option<u32> {
+        if let Some(n) = parse_generated(id, self.config.tag) {
+            if self.records.get(n as usize).is_some_and(|r| r.id == GENERATED) {
+                return Some(n);
+            }
+        }
+        let (records, arena) = (&self.records, &self.arena);
+        self.client_ids
+            .find(self.hash(id), |&s| {
+                let off = records[s as usize].id;
+                off != GENERATED && arena_bytes(arena, off) == id
+            })
+            .copied()
+    }
+
+    /// The buyer's newest live record.
+    fn buyer_head(&self, user: &[u8]) -> Option<u32> {
+        let (records, arena) = (&self.records, &self.arena);
+        self.buyers.find(self.hash(user), |&s| arena_bytes(arena, records[s as usize].user) == user).copied()
+    }
+
+    /// Quantity the buyer holds in live reservations.
+    fn buyer_qty(&self, head: u32) -> u64 {
+        let mut qty: u64 = 0;
+        let mut seq = head;
+        while seq != NONE {
+            let r = &self.records[seq as usize];
+            qty = qty.saturating_add(r.qty);
+            seq = r.prev_live;
+        }
+        qty
+    }
+
     /// The earliest hold deadline, if any pending reservation can run out.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.holds.first().map(|&(deadline, _)| deadline)
+        self.records[self.hold_cursor as usize..]
+            .iter()
+            .find(|r| r.has_deadline && r.state == State::Pending)
+            .map(|r| r.created_ms.saturating_add(self.config.hold_ms))
+    }
+
+    /// Moves the hold cursor past records that can no longer run out.
+    fn advance_hold_cursor(&mut self) {
+        let skip = self.records[self.hold_cursor as usize..]
+            .iter()
+            .take_while(|r| !(r.has_deadline && r.state == State::Pending))
+            .count();
+        self.hold_cursor += skip as u32;
     }
 
     /// Decides a RESERVE at `now_ms` without changing anything. On success
@@ -164,7 +374,7 @@ impl Sale {
         now_ms: u64,
     ) -> Result<Reservation, Refusal> {
         if let Some(id) = reqid {
-            if self.by_id.contains_key(id) {
+            if self.find(id).is_some() {
                 return Err(Refusal::Duplicate(id.into()));
             }
         }
@@ -174,10 +384,9 @@ impl Sale {
         if now_ms >= self.config.end_ms {
             return Err(Refusal::Ended);
         }
-        let held = self.buyers.get(user);
-        if held.map_or(0, |b| b.qty).saturating_add(qty) > self.config.limit {
-            let latest = held.and_then(|b| b.live.last()).map(|&seq| self.records[seq as usize].id.clone());
-            return Err(Refusal::Limit(latest));
+        let head = self.buyer_head(user);
+        if head.map_or(0, |h| self.buyer_qty(h)).saturating_add(qty) > self.config.limit {
+            return Err(Refusal::Limit(head.map(|h| RecordView { sale: self, seq: h }.id())));
         }
         if self.remaining < qty {
             return Err(Refusal::SoldOut);
@@ -191,23 +400,31 @@ impl Sale {
         Ok(Reservation { id, user: user.into(), qty, state: State::Pending, created_ms: now_ms, deadline_ms, takes })
     }
 
-    /// `<tag>-<n>`, n counting reservations; skips ids a client took.
+    /// `<tag>-<seq>` for the next record; in the rare case a client already
+    /// took that id as its REQID, `<tag>-<seq>-<k>` with the smallest free k.
     fn generate_id(&self) -> Box<[u8]> {
-        let mut n = self.records.len() as u64;
-        loop {
-            let id = format!("{:08x}-{}", self.config.tag, n).into_bytes().into_boxed_slice();
-            if !self.by_id.contains_key(&id) {
-                return id;
-            }
-            n += 1;
+        let seq = self.records.len() as u32;
+        let mut id = Vec::with_capacity(24);
+        write_generated(&mut id, self.config.tag, seq);
+        if self.find(&id).is_none() {
+            return id.into_boxed_slice();
         }
+        let base = id.len();
+        for k in 1u64.. {
+            id.truncate(base);
+            id.extend_from_slice(format!("-{k}").as_bytes());
+            if self.find(&id).is_none() {
+                break;
+            }
+        }
+        id.into_boxed_slice()
     }
 
     /// Adds reservation records as decided (or as replicated, or as loaded),
     /// in order. Checks the whole batch first: a refused batch changes
     /// nothing. A live record takes its stock from the buckets it names.
     pub fn add_records(&mut self, recs: Vec<Reservation>) -> Result<(), EffectError> {
-        if self.records.len().saturating_add(recs.len()) >= u32::MAX as usize {
+        if self.records.len().saturating_add(recs.len()) >= NONE as usize {
             return Err(EffectError("too many reservations"));
         }
         let mut batch_ids = std::collections::HashSet::with_capacity(recs.len());
@@ -230,12 +447,12 @@ impl Sale {
 
     /// Adds one record; see `add_records`.
     pub fn add_record(&mut self, rec: Reservation) -> Result<(), EffectError> {
+        if self.records.len() >= NONE as usize - 1 {
+            return Err(EffectError("too many reservations"));
+        }
         self.check_record(&rec)?;
         if !self.buckets.can_take(&rec.takes) {
             return Err(EffectError("stock is not there to take"));
-        }
-        if self.records.len() >= u32::MAX as usize {
-            return Err(EffectError("too many reservations"));
         }
         self.insert_record(rec);
         Ok(())
@@ -249,8 +466,16 @@ impl Sale {
         if rec.qty == 0 || rec.qty > MAX_TOTAL {
             return Err(EffectError("reservation quantity out of range"));
         }
-        if self.by_id.contains_key(&rec.id) {
+        if self.find(&rec.id).is_some() {
             return Err(EffectError("reservation id exists"));
+        }
+        if self.arena.len() > (NONE as usize) - 2 * 260 {
+            return Err(EffectError("sale is too large"));
+        }
+        let hold_deadline = rec.created_ms.checked_add(self.config.hold_ms);
+        let deadline_ok = rec.deadline_ms == 0 || (self.config.hold_ms > 0 && Some(rec.deadline_ms) == hold_deadline);
+        if !deadline_ok {
+            return Err(EffectError("deadline is not created + HOLD"));
         }
         if rec.state.is_live() {
             check_takes(&rec.takes, rec.qty)
@@ -261,10 +486,42 @@ impl Sale {
         }
     }
 
+    /// Interns `bytes` in the arena.
+    fn intern(&mut self, bytes: &[u8]) -> u32 {
+        let off = self.arena.len() as u32;
+        self.arena.push((bytes.len() - 1) as u8);
+        self.arena.extend_from_slice(bytes);
+        off
+    }
+
     /// Inserts a checked record whose stock is known to be there.
     fn insert_record(&mut self, rec: Reservation) {
         let seq = self.records.len() as u32;
         self.buckets.take(&rec.takes);
+        let id = if parse_generated(&rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.intern(&rec.id) };
+        let bucket = match rec.takes.as_slice() {
+            [one] => one.bucket as u16,
+            [] => 0,
+            many => {
+                self.multi_takes.insert(seq, many.into());
+                MULTI
+            }
+        };
+        self.records.push(Record {
+            qty: rec.qty,
+            created_ms: rec.created_ms,
+            user: NONE,
+            id,
+            prev_live: NONE,
+            bucket,
+            state: rec.state,
+            has_deadline: rec.deadline_ms != 0,
+        });
+        if id != GENERATED {
+            let hash = self.hash(&rec.id);
+            let (records, arena) = (&self.records, &self.arena);
+            self.client_ids.insert_unique(hash, seq, |&s| self.hasher.hash_one(arena_bytes(arena, records[s as usize].id)));
+        }
         match rec.state {
             State::Pending => self.tally.pending += rec.qty,
             State::Confirmed => self.tally.confirmed += rec.qty,
@@ -276,72 +533,124 @@ impl Sale {
         }
         if rec.state.is_live() {
             self.remaining -= rec.qty;
-            self.join_buyer(&rec.user, rec.qty, seq);
+            self.join_buyer(seq, &rec.user);
+        } else {
+            let user = self.intern(&rec.user);
+            self.records[seq as usize].user = user;
         }
-        if rec.state == State::Pending && rec.deadline_ms != 0 {
-            self.holds.insert((rec.deadline_ms, seq));
-        }
-        self.by_id.insert(rec.id.clone(), seq);
-        self.records.push(rec);
+        self.advance_hold_cursor();
     }
 
-    fn join_buyer(&mut self, user: &[u8], qty: u64, seq: u32) {
-        let buyer = match self.buyers.get_mut(user) {
-            Some(b) => b,
-            None => self.buyers.entry(user.into()).or_default(),
+    /// Links a live record into its buyer's chain (newest first), sharing
+    /// the buyer's interned name.
+    fn join_buyer(&mut self, seq: u32, user: &[u8]) {
+        let hash = self.hash(user);
+        let Some(head) = self.buyer_head(user) else {
+            let off = match self.records[seq as usize].user {
+                NONE => self.intern(user),
+                off => off,
+            };
+            self.records[seq as usize].user = off;
+            self.records[seq as usize].prev_live = NONE;
+            let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+            self.buyers.insert_unique(hash, seq, |&s| hasher.hash_one(arena_bytes(arena, records[s as usize].user)));
+            return;
         };
-        buyer.qty = buyer.qty.saturating_add(qty);
-        let at = buyer.live.partition_point(|&s| s < seq);
-        buyer.live.insert(at, seq);
+        self.records[seq as usize].user = self.records[head as usize].user;
+        if seq > head {
+            self.records[seq as usize].prev_live = head;
+            self.set_buyer_head(hash, head, seq);
+            return;
+        }
+        // An older record coming back (RECONCILE retake): keep the chain sorted.
+        let mut at = head;
+        while self.records[at as usize].prev_live != NONE && self.records[at as usize].prev_live > seq {
+            at = self.records[at as usize].prev_live;
+        }
+        self.records[seq as usize].prev_live = self.records[at as usize].prev_live;
+        self.records[at as usize].prev_live = seq;
     }
 
-    fn leave_buyer(&mut self, user: &[u8], qty: u64, seq: u32) {
-        if let Some(buyer) = self.buyers.get_mut(user) {
-            buyer.qty = buyer.qty.saturating_sub(qty);
-            buyer.live.retain(|&s| s != seq);
-            if buyer.live.is_empty() {
-                self.buyers.remove(user);
-            }
+    fn set_buyer_head(&mut self, hash: u64, old: u32, new: u32) {
+        if let Some(slot) = self.buyers.find_mut(hash, |&s| s == old) {
+            *slot = new;
         }
     }
 
-    /// Ids of pending reservations whose hold has run out at `now_ms`.
+    /// Unlinks a record that stopped being live from its buyer's chain.
+    fn leave_buyer(&mut self, seq: u32) {
+        let user = arena_bytes(&self.arena, self.records[seq as usize].user);
+        let hash = self.hash(user);
+        let Some(head) = self.buyer_head(user) else {
+            return;
+        };
+        let prev = self.records[seq as usize].prev_live;
+        self.records[seq as usize].prev_live = NONE;
+        if head == seq {
+            if prev == NONE {
+                if let Ok(entry) = self.buyers.find_entry(hash, |&s| s == seq) {
+                    entry.remove();
+                }
+            } else {
+                self.set_buyer_head(hash, seq, prev);
+            }
+            return;
+        }
+        let mut at = head;
+        while self.records[at as usize].prev_live != NONE {
+            if self.records[at as usize].prev_live == seq {
+                self.records[at as usize].prev_live = prev;
+                return;
+            }
+            at = self.records[at as usize].prev_live;
+        }
+    }
+
+    /// Ids of pending reservations whose hold has run out at `now_ms`, in
+    /// creation order (which is deadline order: HOLD is fixed per round).
     pub fn due_holds(&self, now_ms: u64) -> Vec<Box<[u8]>> {
-        self.holds
-            .range(..=(now_ms, u32::MAX))
-            .map(|&(_, seq)| self.records[seq as usize].id.clone())
-            .collect()
+        let hold = self.config.hold_ms;
+        let mut due = Vec::new();
+        for (i, r) in self.records.iter().enumerate().skip(self.hold_cursor as usize) {
+            if !(r.has_deadline && r.state == State::Pending) {
+                continue;
+            }
+            if r.created_ms.saturating_add(hold) > now_ms {
+                break;
+            }
+            due.push(RecordView { sale: self, seq: i as u32 }.id());
+        }
+        due
     }
 
     /// RELEASE (cause `Released`) or hold expiry (cause `Expired`).
     pub fn release(&mut self, id: &[u8], cause: State) -> ReleaseOutcome {
-        let Some(&seq) = self.by_id.get(id) else {
+        let Some(seq) = self.find(id) else {
             return ReleaseOutcome::NotFound;
         };
-        let rec = &mut self.records[seq as usize];
-        match rec.state {
+        match self.records[seq as usize].state {
             State::Confirmed => return ReleaseOutcome::Confirmed,
             State::Released | State::Expired => return ReleaseOutcome::AlreadyReleased,
             State::Pending => {}
         }
+        let takes = RecordView { sale: self, seq }.takes();
         let cause = if cause == State::Expired { State::Expired } else { State::Released };
-        rec.state = cause;
-        let (qty, deadline) = (rec.qty, rec.deadline_ms);
-        let takes = std::mem::take(&mut rec.takes);
-        let user = rec.user.clone();
+        let qty = self.records[seq as usize].qty;
+        self.leave_buyer(seq);
+        self.records[seq as usize].state = cause;
+        self.multi_takes.remove(&seq);
         self.remaining += self.buckets.give_back(&takes);
         self.tally.pending -= qty;
-        self.tally.released += qty;
+        self.tally.released = self.tally.released.saturating_add(qty);
         if cause == State::Expired {
-            self.tally.expired += qty;
+            self.tally.expired = self.tally.expired.saturating_add(qty);
         }
-        self.holds.remove(&(deadline, seq));
-        self.leave_buyer(&user, qty, seq);
+        self.advance_hold_cursor();
         ReleaseOutcome::Released
     }
 
     pub fn confirm(&mut self, id: &[u8]) -> ConfirmOutcome {
-        let Some(&seq) = self.by_id.get(id) else {
+        let Some(seq) = self.find(id) else {
             return ConfirmOutcome::NotFound;
         };
         let rec = &mut self.records[seq as usize];
@@ -351,10 +660,10 @@ impl Sale {
             State::Pending => {}
         }
         rec.state = State::Confirmed;
-        let (qty, deadline) = (rec.qty, rec.deadline_ms);
+        let qty = rec.qty;
         self.tally.pending -= qty;
         self.tally.confirmed += qty;
-        self.holds.remove(&(deadline, seq));
+        self.advance_hold_cursor();
         ConfirmOutcome::Confirmed
     }
 
@@ -362,17 +671,17 @@ impl Sale {
     /// `None` when the stock is not there.
     pub fn plan_retake(&self, id: &[u8]) -> Option<Vec<Take>> {
         let rec = self.get(id)?;
-        if !rec.state.is_released() || self.remaining < rec.qty {
+        if !rec.state().is_released() || self.remaining < rec.qty() {
             return None;
         }
-        self.buckets.plan_take(self.buckets.home_of(&rec.user), rec.qty)
+        self.buckets.plan_take(self.buckets.home_of(rec.user()), rec.qty())
     }
 
     /// A released reservation takes `takes` and becomes confirmed: the
     /// order ledger says the order exists.
     pub fn retake(&mut self, id: &[u8], takes: Vec<Take>) -> Result<(), EffectError> {
-        let seq = *self.by_id.get(id).ok_or(EffectError("no such reservation"))?;
-        let rec = &self.records[seq as usize];
+        let seq = self.find(id).ok_or(EffectError("no such reservation"))?;
+        let rec = self.records[seq as usize];
         if !rec.state.is_released() {
             return Err(EffectError("reservation is not released"));
         }
@@ -380,19 +689,25 @@ impl Sale {
         if !self.buckets.can_take(&takes) {
             return Err(EffectError("stock is not there to take"));
         }
-        let (qty, was) = (rec.qty, rec.state);
         self.buckets.take(&takes);
-        self.remaining -= qty;
-        self.tally.released -= qty;
-        if was == State::Expired {
-            self.tally.expired -= qty;
+        self.remaining -= rec.qty;
+        self.tally.released -= rec.qty;
+        if rec.state == State::Expired {
+            self.tally.expired -= rec.qty;
         }
-        self.tally.confirmed += qty;
-        let rec = &mut self.records[seq as usize];
-        rec.state = State::Confirmed;
-        rec.takes = takes;
-        let user = rec.user.clone();
-        self.join_buyer(&user, qty, seq);
+        self.tally.confirmed += rec.qty;
+        let bucket = match takes.as_slice() {
+            [one] => one.bucket as u16,
+            many => {
+                self.multi_takes.insert(seq, many.into());
+                MULTI
+            }
+        };
+        let r = &mut self.records[seq as usize];
+        r.state = State::Confirmed;
+        r.bucket = bucket;
+        let user = arena_bytes(&self.arena, r.user).to_vec();
+        self.join_buyer(seq, &user);
         Ok(())
     }
 
@@ -404,24 +719,15 @@ impl Sale {
         self.buckets.plan_take(self.buckets.home_of(user), qty)
     }
 
-    /// Bytes this sale holds on the heap, for MEMORY USAGE (an estimate:
-    /// map overheads are counted from capacities).
+    /// Bytes this sale holds on the heap, for MEMORY USAGE.
     pub fn heap_estimate(&self) -> usize {
         use std::mem::size_of;
-        let boxed = size_of::<Box<[u8]>>();
-        let record_heap: usize = self
-            .records
-            .iter()
-            .map(|r| 2 * r.id.len() + r.user.len() + r.takes.capacity() * size_of::<Take>())
-            .sum();
-        let buyer_heap: usize = self.buyers.iter().map(|(u, b)| u.len() + b.live.capacity() * 4).sum();
         size_of::<Sale>()
-            + self.records.capacity() * size_of::<Reservation>()
-            + record_heap
-            + self.by_id.capacity() * (boxed + 4 + 1)
-            + self.buyers.capacity() * (boxed + size_of::<Buyer>() + 1)
-            + buyer_heap
-            + self.holds.len() * 2 * size_of::<(u64, u32)>()
+            + self.records.capacity() * size_of::<Record>()
+            + self.arena.capacity()
+            + self.client_ids.allocation_size()
+            + self.buyers.allocation_size()
+            + self.multi_takes.iter().map(|(_, t)| 24 + t.len() * size_of::<Take>()).sum::<usize>()
             + self.buckets.len() as usize * 16
     }
 
@@ -436,6 +742,7 @@ impl Sale {
             return Err(EffectError("bucket count differs from SHARDS"));
         }
         let mut sale = Sale::new(config);
+        sale.records.reserve_exact(records.len());
         sale.add_records(records)?;
         if sale.buckets.remaining() != remaining.as_slice() {
             return Err(EffectError("bucket remainders do not match the reservations"));
@@ -462,6 +769,9 @@ fn check_takes(takes: &[Take], qty: u64) -> Result<(), EffectError> {
 /// Whether two sales hold the same state (all that is persisted).
 impl PartialEq for Sale {
     fn eq(&self, other: &Sale) -> bool {
-        self.config == other.config && self.buckets == other.buckets && self.records == other.records
+        self.config == other.config
+            && self.buckets == other.buckets
+            && self.records.len() == other.records.len()
+            && self.records().zip(other.records()).all(|(a, b)| a.to_owned() == b.to_owned())
     }
 }
