@@ -1,0 +1,197 @@
+"""Shared helpers for the seckill integration tests (RLTest).
+
+Nothing here starts with "test", so RLTest does not collect it.
+Every helper takes a redis-py connection made with decode_responses=True.
+"""
+
+import re
+import socket
+import time
+
+# Report fields, in the order the module sends them.
+REPORT_FIELDS = ['total', 'remaining', 'pending', 'confirmed', 'released',
+                 'expired', 'buyers', 'reservations', 'shards', 'invariant']
+ORDER_FIELDS = ['orders_ok', 'orders_pending', 'orders_released', 'orders_unknown',
+                'orders_conflict', 'orders_pending_ids', 'orders_released_ids',
+                'orders_unknown_ids', 'orders_conflict_ids']
+GET_FIELDS = ['user', 'qty', 'state', 'created_ms', 'deadline_ms']
+
+# A generated reservation id: "<8 hex>-<n>".
+GENERATED_ID = re.compile(r'^[0-9a-f]{8}-[0-9]+$')
+
+# Past 64 bits: u64::MAX + 1.
+PAST_64 = '18446744073709551616'
+
+
+def pairs(reply):
+    """A RESP2 flat field/value array (or a RESP3 dict) as an ordered list of pairs."""
+    if reply is None:
+        return None
+    if isinstance(reply, dict):
+        return list(reply.items())
+    assert len(reply) % 2 == 0, reply
+    return [(reply[i], reply[i + 1]) for i in range(0, len(reply), 2)]
+
+
+def as_dict(reply):
+    p = pairs(reply)
+    return None if p is None else dict(p)
+
+
+def info(conn, key):
+    """SECKILL.INFO as a dict (None when the key is missing)."""
+    return as_dict(conn.execute_command('SECKILL.INFO', key))
+
+
+def get(conn, key, rid):
+    return as_dict(conn.execute_command('SECKILL.GET', key, rid))
+
+
+def reconcile(conn, key, *args):
+    return as_dict(conn.execute_command('SECKILL.RECONCILE', key, *args))
+
+
+def reserve(conn, key, user, *args):
+    """[status, id, remaining]"""
+    return conn.execute_command('SECKILL.RESERVE', key, user, *args)
+
+
+def server_ms(conn):
+    sec, usec = conn.execute_command('TIME')
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def digest(conn):
+    return conn.execute_command('DEBUG', 'DIGEST')
+
+
+def digest_value(conn, key):
+    r = conn.execute_command('DEBUG', 'DIGEST-VALUE', key)
+    return r[0] if isinstance(r, list) else r
+
+
+def seckill_stats(conn):
+    """INFO seckill as {name without the seckill_ prefix: int}."""
+    raw = conn.info('seckill')
+    return {name[len('seckill_'):]: int(value) for name, value in raw.items() if name.startswith('seckill_')}
+
+
+def check_invariant(env, conn, key, depth=0):
+    """Asserts the SPEC invariant on the report and returns the report."""
+    r = info(conn, key)
+    env.assertIsNotNone(r, depth=depth + 1)
+    if r is None:
+        return r
+    env.assertEqual(list(r.keys()), REPORT_FIELDS, depth=depth + 1)
+    env.assertEqual(r['remaining'] + r['pending'] + r['confirmed'], r['total'], depth=depth + 1,
+                    message='remaining + pending + confirmed == total: %r' % (r,))
+    env.assertEqual(sum(r['shards']), r['remaining'], depth=depth + 1, message='sum(shards) == remaining')
+    env.assertGreaterEqual(r['remaining'], 0, depth=depth + 1)
+    env.assertGreaterEqual(r['released'], r['expired'], depth=depth + 1)
+    env.assertEqual(r['invariant'], 'ok', depth=depth + 1)
+    return r
+
+
+def wait_for(pred, timeout=3.0, interval=0.02):
+    """Polls pred() until it returns a true value or timeout passes; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
+
+
+def wait_aof_rewrite(conn, timeout=30.0):
+    def idle():
+        p = conn.info('persistence')
+        return int(p['aof_rewrite_in_progress']) == 0 and int(p['aof_rewrite_scheduled']) == 0
+    return wait_for(idle, timeout, 0.05)
+
+
+def conn_address(conn):
+    kw = conn.connection_pool.connection_kwargs
+    return kw.get('host', 'localhost'), kw.get('port'), kw.get('path')
+
+
+def events_from(pubsub, timeout=1.0, until=None):
+    """Collects keyspace event names from a pubsub until `timeout` passes with
+    no message, or `until` (an event name) has been seen."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = pubsub.get_message(ignore_subscribe_messages=True, timeout=0.05)
+        if m is None:
+            continue
+        if m['type'] in ('message', 'pmessage'):
+            seen.append(m['data'])
+            if until is not None and m['data'] == until:
+                break
+    return seen
+
+
+class RawConn:
+    """A plain socket to the server, for checking replies byte for byte
+    (redis-py strips the "ERR " prefix of errors and reshapes replies)."""
+
+    def __init__(self, conn, resp3=False):
+        host, port, path = conn_address(conn)
+        if path:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(path)
+        else:
+            self.sock = socket.create_connection((host or 'localhost', port))
+        self.sock.settimeout(10)
+        self.rf = self.sock.makefile('rb')
+        if resp3:
+            hello = self.call('HELLO', '3')
+            assert hello.startswith(b'%'), hello
+
+    def send(self, *args):
+        parts = [b'*%d\r\n' % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            parts.append(b'$%d\r\n%s\r\n' % (len(a), a))
+        self.sock.sendall(b''.join(parts))
+
+    def read(self):
+        line = self.rf.readline()
+        if not line:
+            raise ConnectionError('connection closed')
+        t, rest = line[:1], line[1:-2]
+        if t in (b'+', b'-', b':', b'_', b',', b'#', b'('):
+            return line
+        if t in (b'$', b'=', b'!'):
+            n = int(rest)
+            return line + (self.rf.read(n + 2) if n >= 0 else b'')
+        if t in (b'*', b'~', b'>'):
+            n = int(rest)
+            return line + b''.join(self.read() for _ in range(max(n, 0)))
+        if t in (b'%', b'|'):
+            n = int(rest)
+            return line + b''.join(self.read() for _ in range(2 * n))
+        raise AssertionError('unexpected reply %r' % line)
+
+    def call(self, *args):
+        self.send(*args)
+        return self.read()
+
+    def close(self):
+        try:
+            self.rf.close()
+        finally:
+            self.sock.close()
+
+
+def assert_replica_agrees(env, conn, depth=0):
+    """Under --use-slaves: the replica ends in exactly the master's state
+    (DEBUG DIGEST of the whole dataset). Call it once the state is settled
+    (no hold left to run out). Does nothing without a replica."""
+    if not getattr(env, 'useSlaves', False) or env.isCluster():
+        return
+    env.assertEqual(conn.execute_command('WAIT', 1, 10000), 1, depth=depth + 1)
+    replica = env.getSlaveConnection()
+    try:
+        env.assertEqual(digest(replica), digest(conn), depth=depth + 1, message='replica digest differs')
+    finally:
+        replica.close()
