@@ -72,6 +72,9 @@ impl Buckets {
 
     /// Whether `takes` can be taken as written (used for replicated effects).
     pub fn can_take(&self, takes: &[Take]) -> bool {
+        if let [one] = takes {
+            return self.remaining.get(one.bucket as usize).is_some_and(|&r| r >= one.qty);
+        }
         let mut want = vec![0u64; self.remaining.len()];
         for t in takes {
             let Some(slot) = want.get_mut(t.bucket as usize) else {

@@ -26,8 +26,19 @@ type Handler = fn(&Context, &[RedisString], &[&[u8]]) -> RedisResult;
 /// Runs a handler with the raw arguments as byte slices, turning a panic
 /// into an error reply.
 fn guarded(ctx: &Context, args: Vec<RedisString>, handler: Handler) -> RedisResult {
-    let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    match catch_unwind(AssertUnwindSafe(|| handler(ctx, &args, &argv))) {
+    // Most calls have a handful of arguments: keep their slices on the stack.
+    let mut stack: [&[u8]; 16] = [&[]; 16];
+    let heap: Vec<&[u8]>;
+    let argv: &[&[u8]] = if args.len() <= stack.len() {
+        for (slot, a) in stack.iter_mut().zip(&args) {
+            *slot = a.as_slice();
+        }
+        &stack[..args.len()]
+    } else {
+        heap = args.iter().map(RedisString::as_slice).collect();
+        &heap
+    };
+    match catch_unwind(AssertUnwindSafe(|| handler(ctx, &args, argv))) {
         Ok(result) => result,
         Err(_) => {
             stats::PANICS.add(1);
@@ -117,6 +128,7 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let c = Committer { ctx, key: &args[1], origin: Origin::Master };
     key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
     c.replicate(&Effect::Init(config));
+    crate::rawapi::signal_modified(ctx, &args[1]);
     drop(key);
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.
@@ -132,10 +144,6 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     Reply::Simple(c"OK").done(ctx)
 }
 
-fn reserve_reply(status: &'static CStr, id: Option<&[u8]>, remaining: u64) -> Reply {
-    Reply::Array(vec![Reply::Simple(status), id.map_or(Reply::Null, Reply::id), Reply::Int(remaining)])
-}
-
 /// SECKILL.RESERVE key user [QTY n] [REQID id]
 fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 3 {
@@ -145,7 +153,7 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let key = ctx.open_key_writable(&args[1]);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NO_SALE.add(1);
-        return reserve_reply(c"NO_SALE", None, 0).done(ctx);
+        return Reply::status_id_count(ctx, c"NO_SALE", None, 0);
     };
     if a.qty > sale.config().limit {
         return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
@@ -171,7 +179,7 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         Err(Refusal::SoldOut) => (stats_of(&stats::SOLD_OUT, c"SOLD_OUT"), None),
     };
     c.notify_stock_edge(before, sale.remaining());
-    reserve_reply(status, id.as_deref(), sale.remaining()).done(ctx)
+    Reply::status_id_count(ctx, status, id.as_deref(), sale.remaining())
 }
 
 fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
@@ -194,7 +202,7 @@ fn settle(
     let key = ctx.open_key_writable(&args[1]);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NOT_FOUND.add(1);
-        return Reply::Array(vec![Reply::Simple(c"NOT_FOUND"), Reply::Int(0)]).done(ctx);
+        return Reply::status_count(ctx, c"NOT_FOUND", 0);
     };
     if let (Some(stream), Some(State::Pending)) = (&sale.config().stream, sale.get(rid).map(|r| r.state())) {
         check_stream(ctx, stream)?;
@@ -205,7 +213,7 @@ fn settle(
     let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
     c.notify_stock_edge(before, sale.remaining());
-    Reply::Array(vec![Reply::Simple(status), Reply::Int(sale.remaining())]).done(ctx)
+    Reply::status_count(ctx, status, sale.remaining())
 }
 
 /// SECKILL.RELEASE key reservation-id
@@ -339,6 +347,7 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
             let total = config.total;
             key.set_value(&SALE_TYPE, Sale::new(config))?;
             ctx.replicate_verbatim();
+            crate::rawapi::signal_modified(ctx, &args[1]);
             if let Some(before) = before {
                 c.notify_stock_edge(before, total);
             }

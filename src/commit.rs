@@ -3,11 +3,15 @@
 //! the expiry timer and the replica's EFFECT command all go through here, so
 //! a change and its propagation can never drift apart.
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, NotifyEvent, RedisString};
+use redis_module::{CallOptionsBuilder, CallResult, Context, RedisString};
 
-use crate::effect::{Effect, EFFECT_COMMAND};
+use crate::effect::{pending_form, Effect, Event};
+use crate::rawapi;
 use crate::sale::{EffectError, Sale};
 use crate::stats;
+
+/// `effect::EFFECT_COMMAND` for the C API.
+const EFFECT_CMD: &std::ffi::CStr = c"SECKILL.EFFECT";
 
 /// Where an effect comes from decides what else it does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -41,29 +45,40 @@ impl Committer<'_> {
             Origin::Master => self.replicate(effect),
             Origin::Replayed => self.ctx.replicate_verbatim(),
         }
-        for (event, id) in effect.events() {
-            self.ctx.notify_keyspace_event(NotifyEvent::MODULE, event.notification(), self.key);
-            if event == crate::effect::Event::Expired {
-                stats::EXPIRED.add(1);
-            }
+        rawapi::signal_modified(self.ctx, self.key);
+        effect.for_each_event(|event, id| {
+            rawapi::notify(self.ctx, event.notification(), self.key);
             if self.origin == Origin::Master {
+                if event == Event::Expired {
+                    stats::EXPIRED.add(1);
+                }
                 self.append_stream(sale, event, id);
             }
-        }
+        });
         Ok(())
     }
 
     pub fn replicate(&self, effect: &Effect) {
+        // The forms every sale and every settlement uses go out without
+        // building argument vectors first.
+        match effect {
+            Effect::Records(recs) => {
+                if let Some((r, nums)) = pending_form(recs) {
+                    return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"PENDING", &[&r.id, &r.user, nums.as_bytes()]);
+                }
+            }
+            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"RELEASE", &[id]),
+            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"CONFIRM", &[id]),
+            _ => {}
+        }
         let args = effect.to_args();
-        let mut argv: Vec<&[u8]> = Vec::with_capacity(args.len() + 1);
-        argv.push(self.key.as_slice());
-        argv.extend(args.iter().map(Vec::as_slice));
-        self.ctx.replicate(EFFECT_COMMAND, argv.as_slice());
+        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        rawapi::replicate(self.ctx, EFFECT_CMD, self.key.inner, &argv);
     }
 
     /// XADD through the server with replication on, so replicas and the AOF
     /// get the entry with the id the master gave it.
-    fn append_stream(&self, sale: &Sale, event: crate::effect::Event, id: &[u8]) {
+    fn append_stream(&self, sale: &Sale, event: Event, id: &[u8]) {
         let (Some(stream), Some(rec)) = (&sale.config().stream, sale.get(id)) else {
             return;
         };
@@ -86,10 +101,10 @@ impl Committer<'_> {
     /// the remaining stock to or away from zero.
     pub fn notify_stock_edge(&self, before: u64, after: u64) {
         let event = match (before, after) {
-            (b, 0) if b > 0 => "seckill.soldout",
-            (0, a) if a > 0 => "seckill.restock",
+            (b, 0) if b > 0 => c"seckill.soldout",
+            (0, a) if a > 0 => c"seckill.restock",
             _ => return,
         };
-        self.ctx.notify_keyspace_event(NotifyEvent::MODULE, event, self.key);
+        rawapi::notify(self.ctx, event, self.key);
     }
 }

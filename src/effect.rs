@@ -38,12 +38,12 @@ pub enum Event {
 
 impl Event {
     /// The keyspace event name.
-    pub fn notification(self) -> &'static str {
+    pub fn notification(self) -> &'static std::ffi::CStr {
         match self {
-            Event::Reserved => "seckill.reserve",
-            Event::Released => "seckill.release",
-            Event::Confirmed => "seckill.confirm",
-            Event::Expired => "seckill.expire",
+            Event::Reserved => c"seckill.reserve",
+            Event::Released => c"seckill.release",
+            Event::Confirmed => c"seckill.confirm",
+            Event::Expired => c"seckill.expire",
         }
     }
 
@@ -64,7 +64,10 @@ impl Effect {
     pub fn apply(&self, sale: &mut Sale) -> Result<(), EffectError> {
         match self {
             Effect::Init(_) => Err(EffectError("INIT is applied to the key, not to a sale")),
-            Effect::Records(recs) => sale.add_records(recs.clone()),
+            Effect::Records(recs) => match recs.as_slice() {
+                [one] => sale.add_record(one),
+                many => sale.add_records(many),
+            },
             Effect::Release(id) => match sale.release(id, State::Released) {
                 crate::sale::ReleaseOutcome::Released => Ok(()),
                 _ => Err(EffectError("reservation is not pending")),
@@ -86,25 +89,22 @@ impl Effect {
         }
     }
 
-    /// The (event, reservation id) pairs this effect stands for.
-    pub fn events(&self) -> Vec<(Event, &[u8])> {
+    /// Calls `f` with each (event, reservation id) this effect stands for.
+    pub fn for_each_event(&self, mut f: impl FnMut(Event, &[u8])) {
         match self {
-            Effect::Init(_) => Vec::new(),
-            Effect::Records(recs) => recs
-                .iter()
-                .map(|r| {
-                    let ev = match r.state {
-                        State::Pending => Event::Reserved,
-                        State::Confirmed => Event::Confirmed,
-                        State::Released => Event::Released,
-                        State::Expired => Event::Expired,
-                    };
-                    (ev, &*r.id)
-                })
-                .collect(),
-            Effect::Release(id) => vec![(Event::Released, &**id)],
-            Effect::Confirm(id) | Effect::Retake(id, _) => vec![(Event::Confirmed, &**id)],
-            Effect::Expire(ids) => ids.iter().map(|id| (Event::Expired, &**id)).collect(),
+            Effect::Init(_) => {}
+            Effect::Records(recs) => recs.iter().for_each(|r| {
+                let ev = match r.state {
+                    State::Pending => Event::Reserved,
+                    State::Confirmed => Event::Confirmed,
+                    State::Released => Event::Released,
+                    State::Expired => Event::Expired,
+                };
+                f(ev, &r.id)
+            }),
+            Effect::Release(id) => f(Event::Released, id),
+            Effect::Confirm(id) | Effect::Retake(id, _) => f(Event::Confirmed, id),
+            Effect::Expire(ids) => ids.iter().for_each(|id| f(Event::Expired, id)),
         }
     }
 
@@ -122,6 +122,10 @@ impl Effect {
                     out.push(s.key.to_vec());
                     out.push(num(s.maxlen.unwrap_or(0)));
                 }
+            }
+            Effect::Records(recs) if pending_form(recs).is_some() => {
+                let (r, nums) = pending_form(recs).unwrap_or_else(|| unreachable!());
+                out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
             }
             Effect::Records(recs) => {
                 out.push(b"RECORDS".to_vec());
@@ -164,6 +168,7 @@ impl Effect {
                 }
                 Effect::Records(recs)
             }
+            b"PENDING" => Effect::Records(vec![r.pending()?]),
             b"RELEASE" => Effect::Release(r.id()?),
             b"CONFIRM" => Effect::Confirm(r.id()?),
             b"EXPIRE" => {
@@ -190,6 +195,65 @@ impl Effect {
             return Err(ArgError::Arity);
         }
         Ok(effect)
+    }
+}
+
+/// RESERVE's effect, a new pending record with one take, has a short wire
+/// form, `PENDING id user qty:created:deadline:bucket`: replication costs
+/// grow with the number of arguments, and this one runs on every sale.
+pub fn pending_form(recs: &[Reservation]) -> Option<(&Reservation, Digits)> {
+    let [r] = recs else { return None };
+    let [take] = r.takes.as_slice() else { return None };
+    if r.state != State::Pending || take.qty != r.qty {
+        return None;
+    }
+    let mut d = Digits::default();
+    for (i, n) in [r.qty, r.created_ms, r.deadline_ms, u64::from(take.bucket)].into_iter().enumerate() {
+        if i > 0 {
+            d.push(b':');
+        }
+        d.push_u64(n);
+    }
+    Some((r, d))
+}
+
+/// Decimal numbers written into a stack buffer, without formatting machinery.
+#[derive(Clone, Copy)]
+pub struct Digits {
+    buf: [u8; 96],
+    len: usize,
+}
+
+impl Default for Digits {
+    fn default() -> Self {
+        Digits { buf: [0; 96], len: 0 }
+    }
+}
+
+impl Digits {
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    pub fn push_u64(&mut self, mut n: u64) {
+        let mut tmp = [0u8; 20];
+        let mut i = tmp.len();
+        loop {
+            i -= 1;
+            tmp[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = &tmp[i..];
+        self.buf[self.len..self.len + digits.len()].copy_from_slice(digits);
+        self.len += digits.len();
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -258,6 +322,24 @@ impl Reader<'_> {
             return Err(ArgError::Msg("ERR START must be before END".into()));
         }
         Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
+    }
+
+    /// `id user qty:created:deadline:bucket`, see `pending_form`.
+    fn pending(&mut self) -> ArgResult<Reservation> {
+        let id = self.id()?;
+        let user = self.id()?;
+        let packed = self.raw()?;
+        let mut parts = packed.split(|&b| b == b':');
+        let mut next = |name, min, max| parse_u64(name, parts.next().unwrap_or_default(), min, max);
+        let qty = next("qty", 1, MAX_TOTAL)?;
+        let created_ms = next("created", 0, u64::MAX)?;
+        let deadline_ms = next("deadline", 0, u64::MAX)?;
+        let bucket = next("bucket", 0, u64::from(MAX_SHARDS) - 1)? as u32;
+        if parts.next().is_some() {
+            return Err(ArgError::Arity);
+        }
+        let takes = vec![Take { bucket, qty }];
+        Ok(Reservation { id, user, qty, state: State::Pending, created_ms, deadline_ms, takes })
     }
 
     fn record(&mut self) -> ArgResult<Reservation> {

@@ -44,7 +44,8 @@ mod module {
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         // A short or corrupt RDB payload becomes a load error, not a crash.
-        ctx.set_module_options(ModuleOptions::HANDLE_IO_ERRORS);
+        // Keys are signalled as modified only when a command changed them.
+        ctx.set_module_options(ModuleOptions::HANDLE_IO_ERRORS | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::stats::info));
         if !crate::command_info::register(ctx) {
             ctx.log_warning("seckill: could not set command info (key-specs)");

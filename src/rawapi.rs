@@ -55,3 +55,66 @@ pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
     let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
     raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
 }
+
+/// RM_Replicate of `cmd key args...`: the key string is passed as it is,
+/// the other arguments are copied once into module strings.
+pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
+    unsafe {
+        let create = raw::RedisModule_CreateString.unwrap();
+        let mut argv: Vec<*mut raw::RedisModuleString> =
+            args.iter().map(|a| create(std::ptr::null_mut(), a.as_ptr().cast::<c_char>(), a.len())).collect();
+        raw::RedisModule_Replicate.unwrap()(ctx.ctx, cmd.as_ptr(), c"sv".as_ptr(), key, argv.as_mut_ptr(), argv.len());
+        let free = raw::RedisModule_FreeString.unwrap();
+        for s in argv {
+            free(std::ptr::null_mut(), s);
+        }
+    }
+}
+
+/// RM_Replicate of `cmd key op a [b [c]]` straight from buffers: the
+/// short effect forms on the hot paths (PENDING, RELEASE, CONFIRM).
+pub fn replicate_args(
+    ctx: &Context,
+    cmd: &std::ffi::CStr,
+    key: *mut raw::RedisModuleString,
+    op: &std::ffi::CStr,
+    args: &[&[u8]],
+) {
+    let f = unsafe { raw::RedisModule_Replicate.unwrap() };
+    let p = |a: &[u8]| (a.as_ptr().cast::<c_char>(), a.len());
+    unsafe {
+        match args {
+            [a] => {
+                f(ctx.ctx, cmd.as_ptr(), c"scb".as_ptr(), key, op.as_ptr(), p(a).0, p(a).1);
+            }
+            [a, b] => {
+                f(ctx.ctx, cmd.as_ptr(), c"scbb".as_ptr(), key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1);
+            }
+            [a, b, c] => {
+                let fmt = c"scbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1);
+            }
+            _ => {
+                let mut all: Vec<&[u8]> = vec![op.to_bytes()];
+                all.extend_from_slice(args);
+                replicate(ctx, cmd, key, &all);
+            }
+        }
+    }
+}
+
+/// Tells Redis the key changed (WATCH, client-side caching). The module
+/// signals only real changes, so a refused RESERVE leaves WATCH alone.
+pub fn signal_modified(ctx: &Context, key: &redis_module::RedisString) {
+    unsafe {
+        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, key.inner);
+    }
+}
+
+/// A keyspace event of class `d` (module) for `key`; the event name is a
+/// static C string, so nothing is allocated per call.
+pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisString) {
+    unsafe {
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::NotifyEvent::MODULE.bits(), event.as_ptr(), key.inner);
+    }
+}

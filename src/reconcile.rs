@@ -63,7 +63,7 @@ pub fn reconcile_orders(
                         user: order.user.into(),
                         qty: order.qty,
                         state: State::Confirmed,
-                        created_ms: now_ms,
+                        created_ms: sale.stamp(now_ms),
                         deadline_ms: 0,
                         takes,
                     }]))

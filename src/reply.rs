@@ -55,6 +55,29 @@ impl Reply {
         Ok(RedisValue::NoReply)
     }
 
+    /// `[status, id or nil, n]` (RESERVE's reply), written directly: the
+    /// hot path builds no reply tree.
+    pub fn status_id_count(ctx: &Context, status: &CStr, id: Option<&[u8]>, n: u64) -> RedisResult {
+        let c = ctx.ctx;
+        raw::reply_with_array(c, 3);
+        raw::reply_with_simple_string(c, status.as_ptr());
+        match id {
+            Some(id) => raw::reply_with_string_buffer(c, id.as_ptr().cast::<c_char>(), id.len()),
+            None => raw::reply_with_null(c),
+        };
+        raw::reply_with_long_long(c, i64::try_from(n).unwrap_or(i64::MAX));
+        Ok(RedisValue::NoReply)
+    }
+
+    /// `[status, n]` (RELEASE and CONFIRM), written directly.
+    pub fn status_count(ctx: &Context, status: &CStr, n: u64) -> RedisResult {
+        let c = ctx.ctx;
+        raw::reply_with_array(c, 2);
+        raw::reply_with_simple_string(c, status.as_ptr());
+        raw::reply_with_long_long(c, i64::try_from(n).unwrap_or(i64::MAX));
+        Ok(RedisValue::NoReply)
+    }
+
     pub fn id(id: &[u8]) -> Reply {
         Reply::Bulk(id.to_vec())
     }

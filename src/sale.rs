@@ -221,8 +221,12 @@ fn arena_bytes(arena: &[u8], off: u32) -> &[u8] {
 }
 
 fn write_generated(out: &mut Vec<u8>, tag: u32, seq: u32) {
-    use std::io::Write;
-    let _ = write!(out, "{tag:08x}-{seq}");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend((0..8).rev().map(|i| HEX[((tag >> (4 * i)) & 0xf) as usize]));
+    out.push(b'-');
+    let mut d = crate::effect::Digits::default();
+    d.push_u64(u64::from(seq));
+    out.extend_from_slice(d.as_bytes());
 }
 
 /// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
@@ -320,6 +324,9 @@ impl Sale {
                 return Some(n);
             }
         }
+        if self.client_ids.is_empty() {
+            return None;
+        }
         let (records, arena) = (&self.records, &self.arena);
         self.client_ids
             .find(self.hash(id), |&s| {
@@ -345,6 +352,13 @@ impl Sale {
             seq = r.prev_live;
         }
         qty
+    }
+
+    /// The creation time for a record made at `now_ms`: never before the
+    /// previous record's, so creation order is deadline order even when the
+    /// server clock steps back (and expiry can follow a cursor).
+    pub fn stamp(&self, now_ms: u64) -> u64 {
+        self.records.last().map_or(now_ms, |r| now_ms.max(r.created_ms))
     }
 
     /// The earliest hold deadline, if any pending reservation can run out.
@@ -396,18 +410,19 @@ impl Sale {
             Some(id) => id.into(),
             None => self.generate_id(),
         };
-        let deadline_ms = if self.config.hold_ms == 0 { 0 } else { now_ms.saturating_add(self.config.hold_ms) };
-        Ok(Reservation { id, user: user.into(), qty, state: State::Pending, created_ms: now_ms, deadline_ms, takes })
+        let created_ms = self.stamp(now_ms);
+        let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };
+        Ok(Reservation { id, user: user.into(), qty, state: State::Pending, created_ms, deadline_ms, takes })
     }
 
     /// `<tag>-<seq>` for the next record; in the rare case a client already
     /// took that id as its REQID, `<tag>-<seq>-<k>` with the smallest free k.
     fn generate_id(&self) -> Box<[u8]> {
         let seq = self.records.len() as u32;
-        let mut id = Vec::with_capacity(24);
+        let mut id = Vec::with_capacity(8 + 1 + 10);
         write_generated(&mut id, self.config.tag, seq);
         if self.find(&id).is_none() {
-            return id.into_boxed_slice();
+            return Box::from(id.as_slice());
         }
         let base = id.len();
         for k in 1u64.. {
@@ -423,14 +438,19 @@ impl Sale {
     /// Adds reservation records as decided (or as replicated, or as loaded),
     /// in order. Checks the whole batch first: a refused batch changes
     /// nothing. A live record takes its stock from the buckets it names.
-    pub fn add_records(&mut self, recs: Vec<Reservation>) -> Result<(), EffectError> {
+    pub fn add_records(&mut self, recs: &[Reservation]) -> Result<(), EffectError> {
         if self.records.len().saturating_add(recs.len()) >= NONE as usize {
             return Err(EffectError("too many reservations"));
         }
         let mut batch_ids = std::collections::HashSet::with_capacity(recs.len());
         let mut all_takes = Vec::new();
-        for rec in &recs {
+        let mut last_created = self.stamp(0);
+        for rec in recs {
             self.check_record(rec)?;
+            if rec.created_ms < last_created {
+                return Err(EffectError("creation time goes back"));
+            }
+            last_created = rec.created_ms;
             if !batch_ids.insert(&rec.id) {
                 return Err(EffectError("reservation id repeats"));
             }
@@ -446,11 +466,11 @@ impl Sale {
     }
 
     /// Adds one record; see `add_records`.
-    pub fn add_record(&mut self, rec: Reservation) -> Result<(), EffectError> {
+    pub fn add_record(&mut self, rec: &Reservation) -> Result<(), EffectError> {
         if self.records.len() >= NONE as usize - 1 {
             return Err(EffectError("too many reservations"));
         }
-        self.check_record(&rec)?;
+        self.check_record(rec)?;
         if !self.buckets.can_take(&rec.takes) {
             return Err(EffectError("stock is not there to take"));
         }
@@ -462,6 +482,9 @@ impl Sale {
     fn check_record(&self, rec: &Reservation) -> Result<(), EffectError> {
         if !valid_id(&rec.id) || !valid_id(&rec.user) {
             return Err(EffectError("bad reservation or user id"));
+        }
+        if rec.created_ms < self.stamp(0) {
+            return Err(EffectError("creation time goes back"));
         }
         if rec.qty == 0 || rec.qty > MAX_TOTAL {
             return Err(EffectError("reservation quantity out of range"));
@@ -495,7 +518,7 @@ impl Sale {
     }
 
     /// Inserts a checked record whose stock is known to be there.
-    fn insert_record(&mut self, rec: Reservation) {
+    fn insert_record(&mut self, rec: &Reservation) {
         let seq = self.records.len() as u32;
         self.buckets.take(&rec.takes);
         let id = if parse_generated(&rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.intern(&rec.id) };
@@ -743,7 +766,7 @@ impl Sale {
         }
         let mut sale = Sale::new(config);
         sale.records.reserve_exact(records.len());
-        sale.add_records(records)?;
+        sale.add_records(&records)?;
         if sale.buckets.remaining() != remaining.as_slice() {
             return Err(EffectError("bucket remainders do not match the reservations"));
         }
