@@ -17,7 +17,7 @@ APT_PACKAGES := redis-server redis-tools libclang-dev clang python3-venv
 RLTEST_ARGS := --module $(MODULE) --randomize-ports --enable-debug-command \
 	--check-exitcode -t tests/integration
 
-.PHONY: run test build deps sys-deps py-deps unit integration fuzz valgrind clean
+.PHONY: run test build deps sys-deps py-deps unit integration bench fuzz valgrind clean
 
 build: sys-deps
 	cargo build --release
@@ -50,6 +50,11 @@ integration: build py-deps
 	cd $(CURDIR) && $(RLTEST) $(RLTEST_ARGS)
 
 test: deps build unit integration
+
+# Not part of `make test`: figures, not assertions. Starts its own
+# redis-server on a free port, writes bench/REPORT.md and bench/chart.svg.
+bench: build py-deps
+	$(PY) bench/bench.py
 
 # Not part of `make test`: coverage-guided fuzzing of the RDB decoder and the
 # argument / effect parsers (cargo fuzz, libFuzzer), FUZZ_SECONDS per target.

@@ -65,7 +65,7 @@ impl Effect {
         match self {
             Effect::Init(_) => Err(EffectError("INIT is applied to the key, not to a sale")),
             Effect::Records(recs) => match recs.as_slice() {
-                [one] => sale.add_record(one),
+                [one] => sale.add_record(one.as_new()),
                 many => sale.add_records(many),
             },
             Effect::Release(id) => match sale.release(id, State::Released) {

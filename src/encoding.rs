@@ -7,7 +7,7 @@
 //! what the reservations imply, so a corrupt payload is refused whole.
 
 use crate::buckets::Take;
-use crate::reservation::{Reservation, State};
+use crate::reservation::{NewRecord, State};
 use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_SHARDS};
 
 pub const VERSION: u64 = 1;
@@ -61,14 +61,20 @@ pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
     let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
     let count = r.u64()?;
     // Each record takes at least 7 bytes: never trust a count to allocate.
-    let mut records = Vec::with_capacity(count.min(r.left() as u64 / 7) as usize);
+    let mut sale = Sale::with_capacity(config, count.min(r.left() as u64 / 7) as usize);
+    let mut takes = Vec::new();
     for _ in 0..count {
-        records.push(r.record()?);
+        let rec = r.record(&mut takes)?;
+        sale.add_record(rec).map_err(|e| DecodeError(e.0))?;
     }
     if r.left() != 0 {
         return Err(DecodeError("trailing bytes"));
     }
-    Sale::from_parts(config, remaining, records).map_err(|e| DecodeError(e.0))
+    if remaining.len() != sale.config().shards as usize {
+        return Err(DecodeError("bucket count differs from SHARDS"));
+    }
+    sale.check_buckets(&remaining).map_err(|e| DecodeError(e.0))?;
+    Ok(sale)
 }
 
 fn put(out: &mut Vec<u8>, mut n: u64) {
@@ -89,7 +95,7 @@ struct Reader<'a> {
     pos: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn left(&self) -> usize {
         self.bytes.len() - self.pos
     }
@@ -119,14 +125,14 @@ impl Reader<'_> {
         Ok(n)
     }
 
-    fn bytes(&mut self) -> Result<Box<[u8]>, DecodeError> {
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.u64()?;
         if len > self.left() as u64 {
             return Err(DecodeError("payload ends early"));
         }
         let b = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;
-        Ok(b.into())
+        Ok(b)
     }
 
     fn config(&mut self) -> Result<SaleConfig, DecodeError> {
@@ -151,14 +157,18 @@ impl Reader<'_> {
             1 => {
                 let key = self.bytes()?;
                 let maxlen = self.bounded(i64::MAX as u64, "maxlen out of range")?;
-                Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen) })
+                Some(StreamConfig { key: key.into(), maxlen: (maxlen > 0).then_some(maxlen) })
             }
             _ => return Err(DecodeError("bad stream flag")),
         };
         Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
     }
 
-    fn record(&mut self) -> Result<Reservation, DecodeError> {
+    /// One record, borrowing its ids from the payload; `takes` is scratch.
+    fn record<'t>(&mut self, takes: &'t mut Vec<Take>) -> Result<NewRecord<'t>, DecodeError>
+    where
+        'a: 't,
+    {
         let id = self.bytes()?;
         let user = self.bytes()?;
         let qty = self.u64()?;
@@ -166,11 +176,11 @@ impl Reader<'_> {
         let created_ms = self.u64()?;
         let deadline_ms = self.u64()?;
         let n = self.bounded(u64::from(MAX_SHARDS), "too many takes")?;
-        let mut takes = Vec::with_capacity(n as usize);
+        takes.clear();
         for _ in 0..n {
             let bucket = self.bounded(u64::from(MAX_SHARDS), "bucket out of range")? as u32;
             takes.push(Take { bucket, qty: self.u64()? });
         }
-        Ok(Reservation { id, user, qty, state, created_ms, deadline_ms, takes })
+        Ok(NewRecord { id, user, qty, state, created_ms, deadline_ms, takes })
     }
 }

@@ -1255,7 +1255,7 @@ fn expire_effect_is_all_or_nothing() {
     let cfg = plain(3, 1, 3, 5);
     let mut s = Sale::new(cfg);
     let rec = s.decide_reserve(b"alice", 1, Some(b"a"), 0).unwrap();
-    s.add_record(&rec).unwrap();
+    s.add_record(rec.as_new()).unwrap();
     let before = s.clone();
     let e = Effect::Expire(vec![b"a".to_vec().into(), b"missing".to_vec().into()]);
     assert!(e.apply(&mut s).is_err());

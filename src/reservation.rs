@@ -68,6 +68,34 @@ pub struct Reservation {
     pub takes: Vec<Take>,
 }
 
+impl Reservation {
+    pub fn as_new(&self) -> NewRecord<'_> {
+        NewRecord {
+            id: &self.id,
+            user: &self.user,
+            qty: self.qty,
+            state: self.state,
+            created_ms: self.created_ms,
+            deadline_ms: self.deadline_ms,
+            takes: &self.takes,
+        }
+    }
+}
+
+/// A reservation to add, borrowed from wherever it was read (an RDB
+/// payload, an effect, a decision), so loading copies each id only once:
+/// into the sale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewRecord<'a> {
+    pub id: &'a [u8],
+    pub user: &'a [u8],
+    pub qty: u64,
+    pub state: State,
+    pub created_ms: u64,
+    pub deadline_ms: u64,
+    pub takes: &'a [Take],
+}
+
 /// The longest user id or reservation id accepted.
 pub const MAX_ID_LEN: usize = 256;
 

@@ -17,7 +17,7 @@ use std::hash::BuildHasher;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::buckets::{Buckets, Take};
-use crate::reservation::{valid_id, Reservation, State};
+use crate::reservation::{valid_id, NewRecord, Reservation, State};
 
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
 pub const MAX_SHARDS: u32 = 1024;
@@ -446,7 +446,7 @@ impl Sale {
         let mut all_takes = Vec::new();
         let mut last_created = self.stamp(0);
         for rec in recs {
-            self.check_record(rec)?;
+            self.check_record(rec.as_new())?;
             if rec.created_ms < last_created {
                 return Err(EffectError("creation time goes back"));
             }
@@ -460,18 +460,18 @@ impl Sale {
             return Err(EffectError("stock is not there to take"));
         }
         for rec in recs {
-            self.insert_record(rec);
+            self.insert_record(rec.as_new());
         }
         Ok(())
     }
 
     /// Adds one record; see `add_records`.
-    pub fn add_record(&mut self, rec: &Reservation) -> Result<(), EffectError> {
+    pub fn add_record(&mut self, rec: NewRecord) -> Result<(), EffectError> {
         if self.records.len() >= NONE as usize - 1 {
             return Err(EffectError("too many reservations"));
         }
         self.check_record(rec)?;
-        if !self.buckets.can_take(&rec.takes) {
+        if !self.buckets.can_take(rec.takes) {
             return Err(EffectError("stock is not there to take"));
         }
         self.insert_record(rec);
@@ -479,8 +479,8 @@ impl Sale {
     }
 
     /// Everything about a record that does not depend on the rest of a batch.
-    fn check_record(&self, rec: &Reservation) -> Result<(), EffectError> {
-        if !valid_id(&rec.id) || !valid_id(&rec.user) {
+    fn check_record(&self, rec: NewRecord) -> Result<(), EffectError> {
+        if !valid_id(rec.id) || !valid_id(rec.user) {
             return Err(EffectError("bad reservation or user id"));
         }
         if rec.created_ms < self.stamp(0) {
@@ -489,7 +489,7 @@ impl Sale {
         if rec.qty == 0 || rec.qty > MAX_TOTAL {
             return Err(EffectError("reservation quantity out of range"));
         }
-        if self.find(&rec.id).is_some() {
+        if self.find(rec.id).is_some() {
             return Err(EffectError("reservation id exists"));
         }
         if self.arena.len() > (NONE as usize) - 2 * 260 {
@@ -501,7 +501,7 @@ impl Sale {
             return Err(EffectError("deadline is not created + HOLD"));
         }
         if rec.state.is_live() {
-            check_takes(&rec.takes, rec.qty)
+            check_takes(rec.takes, rec.qty)
         } else if rec.takes.is_empty() {
             Ok(())
         } else {
@@ -518,11 +518,11 @@ impl Sale {
     }
 
     /// Inserts a checked record whose stock is known to be there.
-    fn insert_record(&mut self, rec: &Reservation) {
+    fn insert_record(&mut self, rec: NewRecord) {
         let seq = self.records.len() as u32;
-        self.buckets.take(&rec.takes);
-        let id = if parse_generated(&rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.intern(&rec.id) };
-        let bucket = match rec.takes.as_slice() {
+        self.buckets.take(rec.takes);
+        let id = if parse_generated(rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.intern(rec.id) };
+        let bucket = match rec.takes {
             [one] => one.bucket as u16,
             [] => 0,
             many => {
@@ -541,7 +541,7 @@ impl Sale {
             has_deadline: rec.deadline_ms != 0,
         });
         if id != GENERATED {
-            let hash = self.hash(&rec.id);
+            let hash = self.hash(rec.id);
             let (records, arena) = (&self.records, &self.arena);
             self.client_ids.insert_unique(hash, seq, |&s| self.hasher.hash_one(arena_bytes(arena, records[s as usize].id)));
         }
@@ -556,9 +556,9 @@ impl Sale {
         }
         if rec.state.is_live() {
             self.remaining -= rec.qty;
-            self.join_buyer(seq, &rec.user);
+            self.join_buyer(seq, rec.user);
         } else {
-            let user = self.intern(&rec.user);
+            let user = self.intern(rec.user);
             self.records[seq as usize].user = user;
         }
         self.advance_hold_cursor();
@@ -754,23 +754,29 @@ impl Sale {
             + self.buckets.len() as usize * 16
     }
 
-    /// Rebuilds a sale from its parts (RDB load). Checks every record and
-    /// that the stored bucket remainders are exactly what the records imply.
-    pub fn from_parts(
-        config: SaleConfig,
-        remaining: Vec<u64>,
-        records: Vec<Reservation>,
-    ) -> Result<Sale, EffectError> {
-        if remaining.len() != config.shards as usize {
-            return Err(EffectError("bucket count differs from SHARDS"));
-        }
+    /// An empty sale with room for `records` reservations (RDB load).
+    /// The buyer index is sized up front too: growing it rehashes every
+    /// buyer, and that dominated load time.
+    pub fn with_capacity(config: SaleConfig, records: usize) -> Sale {
         let mut sale = Sale::new(config);
-        sale.records.reserve_exact(records.len());
-        sale.add_records(&records)?;
-        if sale.buckets.remaining() != remaining.as_slice() {
+        sale.records.reserve_exact(records);
+        sale.buyers = HashTable::with_capacity(records);
+        sale
+    }
+
+    /// RDB load: the stored bucket remainders must be exactly what the
+    /// loaded reservations imply.
+    pub fn check_buckets(&mut self, remaining: &[u64]) -> Result<(), EffectError> {
+        if self.buckets.remaining() != remaining {
             return Err(EffectError("bucket remainders do not match the reservations"));
         }
-        Ok(sale)
+        // Give back what `with_capacity` reserved for buyers that turned out
+        // to be released.
+        if self.buyers.capacity() > 2 * self.buyers.len() + 16 {
+            let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+            self.buyers.shrink_to_fit(|&s| hasher.hash_one(arena_bytes(arena, records[s as usize].user)));
+        }
+        Ok(())
     }
 }
 

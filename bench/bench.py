@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""make bench: SECKILL.* against the Lua scripts it replaces and against the
+limits of one Redis key, measured in one run on one server.
+
+Starts its own redis-server (pinned to CPU 0, redis-benchmark to CPU 1),
+runs every scenario several times with redis-benchmark (-c 50, pipelined
+-P 16 and unpipelined), takes medians, reads server CPU per call from
+INFO commandstats, measures memory and RDB times of a 1,000,000-reservation
+sale, and writes bench/REPORT.md with bench/chart.svg. Prints the table too.
+No pass/fail: the figures are for reading, as ratios within this one run.
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import redis
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODULE = os.path.join(ROOT, 'target', 'release', 'libredis_seckill.so')
+
+# The seed scripts (../shared/seeds): (A) buyer set + stock, (B) the same
+# with the reservation appended to a stream, and the capped rollback.
+SCRIPT_A = """
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -1 end
+local left = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if left < tonumber(ARGV[2]) then return 0 end
+redis.call('DECRBY', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], 86400)
+return left - tonumber(ARGV[2])
+"""
+SCRIPT_B = """
+if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -1 end
+local left = tonumber(redis.call('GET', KEYS[1]) or '-1')
+if left < tonumber(ARGV[2]) then return 0 end
+redis.call('DECRBY', KEYS[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('EXPIRE', KEYS[2], 86400)
+redis.call('XADD', KEYS[3], '*', 'reservation_id', ARGV[3], 'user_id', ARGV[1])
+return left - tonumber(ARGV[2])
+"""
+SCRIPT_ROLLBACK = """
+local stock = tonumber(redis.call('GET', KEYS[1]) or 0)
+local maxStock = tonumber(ARGV[2])
+local rollback = tonumber(ARGV[1])
+if stock + rollback > maxStock then redis.call('SET', KEYS[1], maxStock)
+else redis.call('INCRBY', KEYS[1], rollback) end
+return 1
+"""
+
+BIG = 10 ** 12
+# Pending reservations made before RELEASE / CONFIRM runs (REQIDs 000000000000 ...).
+PREFILL = 200_000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, port, workdir):
+        self.port = port
+        log = open(os.path.join(workdir, 'redis.log'), 'w')
+        self.proc = subprocess.Popen(
+            ['taskset', '-c', '0', 'redis-server', '--port', str(port), '--bind', '127.0.0.1',
+             '--save', '', '--appendonly', 'no', '--dir', workdir, '--dbfilename', 'bench.rdb',
+             '--enable-debug-command', 'local', '--loadmodule', MODULE],
+            stdout=log, stderr=subprocess.STDOUT)
+        self.conn = redis.Redis(port=port, decode_responses=True)
+        for _ in range(100):
+            try:
+                self.conn.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise SystemExit('redis-server did not start; see %s/redis.log' % workdir)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def benchmark(port, args, requests, pipeline, keyspace):
+    """One redis-benchmark run; returns ops/s."""
+    cmd = ['taskset', '-c', '1', 'redis-benchmark', '-p', str(port), '-c', '50', '-n', str(requests),
+           '-P', str(pipeline), '-r', str(keyspace), '--csv'] + [str(a) for a in args]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    last = [line for line in out.splitlines() if line.startswith('"') and 'rps' not in line][-1]
+    return float(last.split('","')[1])
+
+
+def usec_per_call(conn, command):
+    stats = conn.info('commandstats')
+    entry = stats.get('cmdstat_' + command.lower())
+    return entry['usec_per_call'] if entry else float('nan')
+
+
+class Scenario:
+    def __init__(self, name, command, args, setup=None, note='', keyspace=100_000_000):
+        self.name, self.command, self.args, self.setup, self.note = name, command, args, setup, note
+        self.keyspace = keyspace
+        self.ops = {}
+        self.usec = float('nan')
+
+
+def run_scenario(srv, sc, reps, requests):
+    for pipeline, n in ((16, requests), (1, max(requests // 4, 10000))):
+        samples, usecs = [], []
+        for _ in range(reps):
+            if sc.setup:
+                sc.setup(srv.conn)
+            srv.conn.config_resetstat()
+            samples.append(benchmark(srv.port, sc.args, n, pipeline, sc.keyspace))
+            if pipeline == 16:
+                usecs.append(usec_per_call(srv.conn, sc.command))
+        sc.ops[pipeline] = statistics.median(samples)
+        if usecs:
+            sc.usec = statistics.median(usecs)
+
+
+def scenarios(conn):
+    sha = {name: conn.script_load(src) for name, src in
+           (('A', SCRIPT_A), ('B', SCRIPT_B), ('ROLLBACK', SCRIPT_ROLLBACK))}
+
+    def stock(key, n):
+        return lambda c: (c.delete(key, 'buyers:{b}', 'events:{b}'), c.set(key, n))
+
+    def sale(key, total, *extra):
+        return lambda c: (c.delete(key, key + ':ev'), c.execute_command('SECKILL.INIT', key, total, 'LIMIT', 10 ** 6, *extra))
+
+    def prefilled(key):
+        def setup(c):
+            sale(key, BIG)(c)
+            pipe = c.pipeline(transaction=False)
+            for n in range(PREFILL):
+                pipe.execute_command('SECKILL.RESERVE', key, 'u%d' % n, 'REQID', '%012d' % n)
+                if n % 5000 == 4999:
+                    pipe.execute()
+            pipe.execute()
+        return setup
+
+    user = 'u__rand_int__'
+    return [
+        Scenario('PING', 'ping', ['PING']),
+        Scenario('INCR (one key)', 'incr', ['INCR', 'counter:{b}']),
+        Scenario('script A: reserve', 'evalsha', ['EVALSHA', sha['A'], 2, 'stock:{b}', 'buyers:{b}', user, 1],
+                 stock('stock:{b}', BIG), 'SISMEMBER+GET+DECRBY+SADD+EXPIRE'),
+        Scenario('script B: reserve + XADD', 'evalsha',
+                 ['EVALSHA', sha['B'], 3, 'stock:{b}', 'buyers:{b}', 'events:{b}', user, 1, 'r__rand_int__'],
+                 stock('stock:{b}', BIG), 'A + XADD'),
+        Scenario('script A: sold out', 'evalsha', ['EVALSHA', sha['A'], 2, 'stock:{b}', 'buyers:{b}', user, 1],
+                 stock('stock:{b}', 0)),
+        Scenario('script: capped rollback', 'evalsha', ['EVALSHA', sha['ROLLBACK'], 1, 'stock:{b}', 1, BIG],
+                 stock('stock:{b}', 0)),
+        Scenario('RESERVE', 'seckill.reserve', ['SECKILL.RESERVE', 'sale:{b}', user], sale('sale:{b}', BIG),
+                 'SHARDS 1'),
+        Scenario('RESERVE SHARDS 64', 'seckill.reserve', ['SECKILL.RESERVE', 'sale:{b}', user],
+                 sale('sale:{b}', BIG, 'SHARDS', 64)),
+        Scenario('RESERVE + STREAM', 'seckill.reserve', ['SECKILL.RESERVE', 'sale:{b}', user],
+                 sale('sale:{b}', BIG, 'STREAM', 'sale:{b}:ev')),
+        Scenario('RESERVE: sold out', 'seckill.reserve', ['SECKILL.RESERVE', 'sale:{b}', user],
+                 sale('sale:{b}', 0)),
+        Scenario('RELEASE', 'seckill.release', ['SECKILL.RELEASE', 'sale:{b}', '__rand_int__'],
+                 prefilled('sale:{b}'), '200k pending, random ids: repeats answer ALREADY_RELEASED', PREFILL),
+        Scenario('CONFIRM', 'seckill.confirm', ['SECKILL.CONFIRM', 'sale:{b}', '__rand_int__'],
+                 prefilled('sale:{b}'), '200k pending, random ids: repeats answer ALREADY_CONFIRMED', PREFILL),
+    ]
+
+
+def fill_sale(conn, key, count):
+    pipe = conn.pipeline(transaction=False)
+    for n in range(count):
+        pipe.execute_command('SECKILL.RESERVE', key, 'u%d' % n)
+        if n % 10000 == 9999:
+            pipe.execute()
+    pipe.execute()
+
+
+def memory_and_rdb(srv, count):
+    c = srv.conn
+    c.flushall()
+    base = c.info('memory')['used_memory']
+    c.execute_command('SECKILL.INIT', 'mem:{m}', BIG, 'LIMIT', 1)
+    fill_sale(c, 'mem:{m}', count)
+    sale_used = c.info('memory')['used_memory'] - base
+    sale_usage = c.memory_usage('mem:{m}', samples=0)
+    # The same buyers as a set, and the same reservations as a stream.
+    base2 = c.info('memory')['used_memory']
+    pipe = c.pipeline(transaction=False)
+    for n in range(count):
+        pipe.sadd('buyers:{m}', 'u%d' % n)
+        pipe.xadd('events:{m}', {'rid': '5f3a9c1e-%d' % n, 'user': 'u%d' % n, 'qty': 1})
+        if n % 10000 == 9999:
+            pipe.execute()
+    pipe.execute()
+    lua_used = c.info('memory')['used_memory'] - base2
+    lua_usage = c.memory_usage('buyers:{m}', samples=0) + c.memory_usage('events:{m}', samples=0)
+    c.delete('buyers:{m}', 'events:{m}')
+    t0 = time.perf_counter()
+    c.save()
+    save_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    c.execute_command('DEBUG', 'RELOAD', 'NOSAVE')
+    load_s = time.perf_counter() - t0
+    reply = c.execute_command('SECKILL.INFO', 'mem:{m}')
+    info = reply if isinstance(reply, dict) else dict(zip(reply[0::2], reply[1::2]))
+    assert int(info['reservations']) == count and info['invariant'] == 'ok'
+    return {
+        'count': count,
+        'sale_usage': sale_usage, 'sale_used': sale_used,
+        'lua_usage': lua_usage, 'lua_used': lua_used,
+        'rdb_bytes': os.path.getsize(os.path.join(c.config_get('dir')['dir'], 'bench.rdb')),
+        'save_s': save_s, 'load_s': load_s,
+    }
+
+
+def svg_chart(results, path):
+    bars = [(sc.name, sc.ops.get(16, 0)) for sc in results]
+    top = max(v for _, v in bars) or 1
+    width, row, left = 760, 26, 230
+    height = row * len(bars) + 50
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">'
+           % (width, height),
+           '<text x="10" y="18" font-size="14" font-weight="bold">ops/s, pipelined -P 16, -c 50 (median)</text>']
+    for i, (name, v) in enumerate(bars):
+        y = 32 + i * row
+        w = (width - left - 90) * v / top
+        color = '#c0392b' if name.startswith('script') else ('#7f8c8d' if name in ('PING', 'INCR (one key)') else '#2471a3')
+        out.append('<text x="%d" y="%d" text-anchor="end">%s</text>' % (left - 8, y + 15, name.replace('&', '&amp;')))
+        out.append('<rect x="%d" y="%d" width="%.1f" height="18" fill="%s"/>' % (left, y + 2, w, color))
+        out.append('<text x="%.1f" y="%d">%s</text>' % (left + w + 6, y + 15, '{:,.0f}'.format(v)))
+    out.append('</svg>')
+    with open(path, 'w') as f:
+        f.write('\n'.join(out) + '\n')
+
+
+def report(results, mem, args):
+    by = {sc.name: sc for sc in results}
+    a, b, incr = by['script A: reserve'], by['script B: reserve + XADD'], by['INCR (one key)']
+    lines = ['# Benchmark report', '',
+             'Written by `make bench` (bench/bench.py) on %s: redis-server %s with the module, pinned to CPU 0;'
+             ' redis-benchmark on CPU 1, `-c 50`, %d runs per figure, medians. Ratios compare figures of this one'
+             ' run. `µs/call` is server CPU per call from `INFO commandstats` (pipelined runs).'
+             % (time.strftime('%Y-%m-%d'), args.redis_version, args.reps), '',
+             '![ops/s](chart.svg)', '',
+             '| scenario | ops/s -P 16 | ops/s -P 1 | µs/call | vs A | vs B | vs INCR | notes |',
+             '|---|---:|---:|---:|---:|---:|---:|---|']
+    for sc in results:
+        p16, p1 = sc.ops.get(16, 0), sc.ops.get(1, 0)
+        lines.append('| %s | %s | %s | %.2f | %.2f× | %.2f× | %.2f× | %s |' % (
+            sc.name, '{:,.0f}'.format(p16), '{:,.0f}'.format(p1), sc.usec,
+            p16 / a.ops[16], p16 / b.ops[16], p16 / incr.ops[16], sc.note))
+    targets = [
+        ('RESERVE success path ≥ 3× script A (-P 16)', by['RESERVE'].ops[16] / a.ops[16], 3.0, '≥'),
+        ('RESERVE + STREAM ≥ 2.5× script B (-P 16)', by['RESERVE + STREAM'].ops[16] / b.ops[16], 2.5, '≥'),
+        ('sold-out RESERVE ≥ 0.8× INCR (-P 16)', by['RESERVE: sold out'].ops[16] / incr.ops[16], 0.8, '≥'),
+        ('server CPU per successful RESERVE ≤ 2 µs', by['RESERVE'].usec, 2.0, '≤'),
+        ('bytes per reservation ≤ 64 (MEMORY USAGE)', mem['sale_usage'] / mem['count'], 64, '≤'),
+        ('RDB load of the 1M sale ≤ 0.5 s', mem['load_s'], 0.5, '≤'),
+    ]
+    lines += ['', '## Memory and RDB, %s reservations' % '{:,}'.format(mem['count']), '',
+              'Short user ids (`u0` … `u999999`), generated reservation ids, one sale key.', '',
+              '| | MEMORY USAGE | used_memory delta | per reservation |',
+              '|---|---:|---:|---:|',
+              '| the sale (SECKILL) | {:,} | {:,} | {:.1f} B / {:.1f} B |'.format(
+                  mem['sale_usage'], mem['sale_used'], mem['sale_usage'] / mem['count'], mem['sale_used'] / mem['count']),
+              '| SET of the buyers + STREAM of the same entries | {:,} | {:,} | {:.1f} B / {:.1f} B |'.format(
+                  mem['lua_usage'], mem['lua_used'], mem['lua_usage'] / mem['count'], mem['lua_used'] / mem['count']),
+              '', 'RDB file {:,} bytes; SAVE {:.3f} s; load (`DEBUG RELOAD NOSAVE`) {:.3f} s.'.format(
+                  mem['rdb_bytes'], mem['save_s'], mem['load_s']),
+              '', '## Targets', '', '| target | measured | met |', '|---|---:|---|']
+    for name, value, bound, op in targets:
+        met = value >= bound if op == '≥' else value <= bound
+        lines.append('| %s | %.2f | %s |' % (name, value, 'yes' if met else '**no**'))
+    return '\n'.join(lines) + '\n'
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument('--reps', type=int, default=3)
+    p.add_argument('--requests', type=int, default=300_000)
+    p.add_argument('--sale-size', type=int, default=1_000_000)
+    p.add_argument('--out', default=os.path.join(HERE, 'REPORT.md'))
+    args = p.parse_args()
+    workdir = os.path.join(ROOT, 'bench', 'out')
+    os.makedirs(workdir, exist_ok=True)
+    srv = Server(free_port(), workdir)
+    try:
+        args.redis_version = srv.conn.info('server')['redis_version']
+        results = scenarios(srv.conn)
+        for sc in results:
+            run_scenario(srv, sc, args.reps, args.requests)
+            print('%-28s %12s ops/s (-P 16) %10s ops/s (-P 1) %6.2f us/call' % (
+                sc.name, '{:,.0f}'.format(sc.ops[16]), '{:,.0f}'.format(sc.ops[1]), sc.usec), flush=True)
+        mem = memory_and_rdb(srv, args.sale_size)
+    finally:
+        srv.stop()
+    svg_chart(results, os.path.join(os.path.dirname(args.out), 'chart.svg'))
+    text = report(results, mem, args)
+    with open(args.out, 'w') as f:
+        f.write(text)
+    print()
+    print(text)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
