@@ -3,7 +3,7 @@
 //! the expiry timer and the replica's EFFECT command all go through here, so
 //! a change and its propagation can never drift apart.
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, RedisString};
+use redis_module::{Context, RedisString};
 
 use crate::effect::{pending_form, Effect, Event};
 use crate::rawapi;
@@ -76,24 +76,15 @@ impl Committer<'_> {
         rawapi::replicate(self.ctx, EFFECT_CMD, self.key.inner, &argv);
     }
 
-    /// XADD through the server with replication on, so replicas and the AOF
-    /// get the entry with the id the master gave it.
+    /// One stream entry per event, in the same atomic step (see `stream`).
     fn append_stream(&self, sale: &Sale, event: Event, id: &[u8]) {
         let (Some(stream), Some(rec)) = (&sale.config().stream, sale.get(id)) else {
             return;
         };
-        let qty = rec.qty().to_string();
-        let maxlen = stream.maxlen.map(|n| n.to_string());
-        let mut argv: Vec<&[u8]> = vec![&stream.key];
-        if let Some(n) = &maxlen {
-            argv.extend([&b"MAXLEN"[..], b"~", n.as_bytes()]);
-        }
-        argv.extend([&b"*"[..], b"event", event.word().as_bytes(), b"rid", id, b"user", rec.user(), b"qty", qty.as_bytes()]);
-        let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
-        let res: CallResult = self.ctx.call_ext("XADD", &opts, argv.as_slice());
-        if let Err(e) = res {
-            // Checked before the change (type, ACL), so this is not expected.
-            self.ctx.log_warning(&format!("seckill: stream append failed: {e:?}"));
+        let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
+        if let Err(e) = crate::stream::append(self.ctx, &stream.key, stream.maxlen, &entry) {
+            // The key's type and the caller's ACL were checked before the change.
+            self.ctx.log_warning(&format!("seckill: {e}"));
         }
     }
 

@@ -231,7 +231,7 @@ impl Default for Digits {
 }
 
 impl Digits {
-    fn push(&mut self, b: u8) {
+    pub fn push(&mut self, b: u8) {
         self.buf[self.len] = b;
         self.len += 1;
     }

@@ -34,6 +34,8 @@ mod rawapi;
 mod reply;
 #[cfg(feature = "module")]
 mod stats;
+#[cfg(feature = "module")]
+mod stream;
 
 #[cfg(all(feature = "module", not(test)))]
 mod module {

@@ -1,0 +1,124 @@
+//! Appending a sale's events to its Redis Stream through the module stream
+//! API (`RedisModule_StreamAdd`), which is several times cheaper than
+//! calling XADD through `RedisModule_Call`. The stream API does not
+//! propagate, so the entry is replicated as an explicit
+//! `XADD skey [MAXLEN = n] <id> field value ...`: the id the master gave it
+//! and, after approximate trimming, the exact length it left (what Redis
+//! itself propagates for `XADD ... MAXLEN ~`).
+
+use std::os::raw::{c_char, c_int, c_longlong};
+use std::ptr::null_mut;
+
+use redis_module::{raw, Context};
+
+use crate::effect::Digits;
+
+/// One entry: `event <word> rid <id> user <user> qty <qty>`.
+pub struct Entry<'a> {
+    pub event: &'a [u8],
+    pub rid: &'a [u8],
+    pub user: &'a [u8],
+    pub qty: u64,
+}
+
+/// Field names and event words, created once and kept for the life of the
+/// module: most of an entry's strings never need allocating.
+struct Constants([*mut raw::RedisModuleString; 8]);
+
+// The strings are immutable and only ever used on Redis's main thread.
+unsafe impl Send for Constants {}
+unsafe impl Sync for Constants {}
+
+static CONSTANTS: std::sync::OnceLock<Constants> = std::sync::OnceLock::new();
+
+const WORDS: [&[u8]; 8] = [b"event", b"rid", b"user", b"qty", b"reserved", b"released", b"confirmed", b"expired"];
+
+fn constant(word: &[u8]) -> Option<*mut raw::RedisModuleString> {
+    let c = CONSTANTS.get_or_init(|| {
+        Constants(WORDS.map(|w| unsafe {
+            raw::RedisModule_CreateString.unwrap()(null_mut(), w.as_ptr().cast::<c_char>(), w.len())
+        }))
+    });
+    WORDS.iter().position(|&w| w == word).map(|i| c.0[i])
+}
+
+/// Module strings created for one call and freed when it ends.
+struct Strings(Vec<*mut raw::RedisModuleString>);
+
+impl Strings {
+    /// A constant if `bytes` is one, else a new string freed with `self`.
+    fn add(&mut self, bytes: &[u8]) -> *mut raw::RedisModuleString {
+        if let Some(s) = constant(bytes) {
+            return s;
+        }
+        let s = unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+        self.0.push(s);
+        s
+    }
+}
+
+impl Drop for Strings {
+    fn drop(&mut self) {
+        for &s in &self.0 {
+            unsafe { raw::RedisModule_FreeString.unwrap()(null_mut(), s) };
+        }
+    }
+}
+
+/// Appends `entry` to `stream` (trimmed approximately to `maxlen`),
+/// replicates it, signals the key and sends the `xadd` keyspace event.
+/// The caller checked that the key is empty or a stream.
+pub fn append(ctx: &Context, stream: &[u8], maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
+    let mut strings = Strings(Vec::with_capacity(10));
+    let name = strings.add(stream);
+    let mut qty = Digits::default();
+    qty.push_u64(entry.qty);
+    let mut fields = [
+        strings.add(b"event"),
+        strings.add(entry.event),
+        strings.add(b"rid"),
+        strings.add(entry.rid),
+        strings.add(b"user"),
+        strings.add(entry.user),
+        strings.add(b"qty"),
+        strings.add(qty.as_bytes()),
+    ];
+    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+    let key = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.ctx, name, mode) }.cast::<raw::RedisModuleKey>();
+    let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
+    let added = unsafe {
+        raw::RedisModule_StreamAdd.unwrap()(
+            key,
+            raw::REDISMODULE_STREAM_ADD_AUTOID as c_int,
+            &mut id,
+            fields.as_mut_ptr(),
+            (fields.len() / 2) as i64,
+        )
+    };
+    if added != raw::REDISMODULE_OK as c_int {
+        unsafe { raw::RedisModule_CloseKey.unwrap()(key) };
+        return Err("stream append failed");
+    }
+    let length = maxlen.map(|n| unsafe {
+        raw::RedisModule_StreamTrimByLength.unwrap()(key, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, n as c_longlong);
+        raw::RedisModule_ValueLength.unwrap()(key) as c_longlong
+    });
+    unsafe { raw::RedisModule_CloseKey.unwrap()(key) };
+
+    let mut id_text = Digits::default();
+    id_text.push_u64(id.ms);
+    id_text.push(b'-');
+    id_text.push_u64(id.seq);
+    let (idp, idl) = (id_text.as_bytes().as_ptr().cast::<c_char>(), id_text.as_bytes().len());
+    let (fp, fl) = (fields.as_mut_ptr(), fields.len());
+    unsafe {
+        let replicate = raw::RedisModule_Replicate.unwrap();
+        match length {
+            Some(n) => replicate(ctx.ctx, c"XADD".as_ptr(), c"scclbv".as_ptr(), name, c"MAXLEN".as_ptr(), c"=".as_ptr(), n, idp, idl, fp, fl),
+            None => replicate(ctx.ctx, c"XADD".as_ptr(), c"sbv".as_ptr(), name, idp, idl, fp, fl),
+        };
+        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, name);
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::REDISMODULE_NOTIFY_STREAM, c"xadd".as_ptr(), name);
+    }
+    Ok(())
+}
