@@ -35,16 +35,9 @@ redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('EXPIRE', KEYS[2], 86400)
 return left - tonumber(ARGV[2])
 """
-SCRIPT_B = """
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -1 end
-local left = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if left < tonumber(ARGV[2]) then return 0 end
-redis.call('DECRBY', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('EXPIRE', KEYS[2], 86400)
-redis.call('XADD', KEYS[3], '*', 'reservation_id', ARGV[3], 'user_id', ARGV[1])
-return left - tonumber(ARGV[2])
-"""
+SCRIPT_B = SCRIPT_A.replace(
+    "return left -",
+    "redis.call('XADD', KEYS[3], '*', 'reservation_id', ARGV[3], 'user_id', ARGV[1])\nreturn left -")
 SCRIPT_ROLLBACK = """
 local stock = tonumber(redis.call('GET', KEYS[1]) or 0)
 local maxStock = tonumber(ARGV[2])

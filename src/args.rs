@@ -3,7 +3,7 @@
 //! checked here, before a command touches its key.
 
 use crate::reservation::valid_id;
-use crate::sale::{StreamConfig, MAX_SHARDS, MAX_TOTAL, OPEN_END};
+use crate::sale::{SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 use crate::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
@@ -116,14 +116,9 @@ impl<'a> Options<'a> {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitArgs {
-    pub total: u64,
-    pub shards: u32,
-    pub limit: u64,
-    pub hold_ms: u64,
-    pub start_ms: u64,
-    pub end_ms: u64,
+    /// The sale's rules; `tag` is left 0 for the master to draw.
+    pub sale: SaleConfig,
     pub ttl_s: Option<u64>,
-    pub stream: Option<StreamConfig>,
     pub replace: bool,
 }
 
@@ -137,43 +132,35 @@ pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let total = parse_u64("TOTAL", total, 0, MAX_TOTAL)?;
-    let mut out = InitArgs {
-        total,
-        shards: 1,
-        limit: 1,
-        hold_ms: 0,
-        start_ms: 0,
-        end_ms: OPEN_END,
-        ttl_s: None,
-        stream: None,
-        replace: false,
-    };
+    let mut sale =
+        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0 };
+    let (mut ttl_s, mut replace) = (None, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
         match option_word(word).as_deref() {
-            Some("SHARDS") => out.shards = o.number("SHARDS", 1, u64::from(MAX_SHARDS))? as u32,
-            Some("LIMIT") => out.limit = o.number("LIMIT", 1, MAX_TOTAL)?,
-            Some("HOLD") => out.hold_ms = o.number("HOLD", 0, MAX_TIME_MS)?,
-            Some("START") => out.start_ms = o.number("START", 0, MAX_TIME_MS)?,
-            Some("END") => out.end_ms = o.number("END", 1, MAX_TIME_MS)?,
-            Some("TTL") => out.ttl_s = Some(o.number("TTL", 1, MAX_TTL_S)?),
+            Some("SHARDS") => sale.shards = o.number("SHARDS", 1, u64::from(MAX_SHARDS))? as u32,
+            Some("LIMIT") => sale.limit = o.number("LIMIT", 1, MAX_TOTAL)?,
+            Some("HOLD") => sale.hold_ms = o.number("HOLD", 0, MAX_TIME_MS)?,
+            Some("START") => sale.start_ms = o.number("START", 0, MAX_TIME_MS)?,
+            Some("END") => sale.end_ms = o.number("END", 1, MAX_TIME_MS)?,
+            Some("TTL") => ttl_s = Some(o.number("TTL", 1, MAX_TTL_S)?),
             Some("STREAM") => {
                 o.once("STREAM")?;
                 let skey = o.value("STREAM")?;
                 let maxlen = if o.peek_is("MAXLEN") { Some(o.number("MAXLEN", 1, i64::MAX as u64)?) } else { None };
-                out.stream = Some(StreamConfig { key: skey.into(), maxlen });
+                sale.stream = Some(StreamConfig { key: skey.into(), maxlen });
             }
             Some("REPLACE") => {
                 o.once("REPLACE")?;
-                out.replace = true;
+                replace = true;
             }
             _ => return unknown_option(word),
         }
     }
-    if out.start_ms >= out.end_ms {
+    if sale.start_ms >= sale.end_ms {
         return err("ERR START must be before END");
     }
-    if let Some(stream) = &out.stream {
+    if let Some(stream) = &sale.stream {
         if &*stream.key == key {
             return err("ERR STREAM key must differ from the sale key");
         }
@@ -181,7 +168,7 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
             return err("ERR STREAM key must hash to the sale key's slot: give both one hash tag, as sale:{1001} and sale:{1001}:events");
         }
     }
-    Ok(out)
+    Ok(InitArgs { sale, ttl_s, replace })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,14 +280,14 @@ mod tests {
     #[test]
     fn init_defaults_and_options() {
         let a = parse_init(b"k", &[b"10"]).unwrap();
-        assert_eq!((a.total, a.shards, a.limit, a.hold_ms, a.replace), (10, 1, 1, 0, false));
+        assert_eq!((a.sale.total, a.sale.shards, a.sale.limit, a.sale.hold_ms, a.replace), (10, 1, 1, 0, false));
         let a = parse_init(
             b"s:{1}",
             &[b"10", b"shards", b"4", b"LIMIT", b"2", b"HOLD", b"500", b"STREAM", b"s:{1}:ev", b"MAXLEN", b"100", b"REPLACE"],
         )
         .unwrap();
-        assert_eq!((a.shards, a.limit, a.hold_ms, a.replace), (4, 2, 500, true));
-        assert_eq!(a.stream.unwrap().maxlen, Some(100));
+        assert_eq!((a.sale.shards, a.sale.limit, a.sale.hold_ms, a.replace), (4, 2, 500, true));
+        assert_eq!(a.sale.stream.unwrap().maxlen, Some(100));
     }
 
     #[test]

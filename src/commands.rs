@@ -112,19 +112,11 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         stats::INIT_EXISTS.add(1);
         return Reply::Simple(c"EXISTS").done(ctx);
     }
-    if let Some(stream) = &a.stream {
+    if let Some(stream) = &a.sale.stream {
         check_stream(ctx, stream)?;
     }
-    let config = SaleConfig {
-        total: a.total,
-        shards: a.shards,
-        limit: a.limit,
-        hold_ms: a.hold_ms,
-        start_ms: a.start_ms,
-        end_ms: a.end_ms,
-        stream: a.stream,
-        tag: rand::random(),
-    };
+    let config = SaleConfig { tag: rand::random(), ..a.sale };
+    let config_total = config.total;
     let c = Committer { ctx, key: &args[1], origin: Origin::Master };
     key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
     c.replicate(&Effect::Init(config));
@@ -138,7 +130,7 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         res.map_err(|e| RedisError::String(format!("ERR could not set TTL: {e:?}")))?;
     }
     if let Some(before) = before {
-        c.notify_stock_edge(before, a.total);
+        c.notify_stock_edge(before, config_total);
     }
     stats::INIT_CREATED.add(1);
     Reply::Simple(c"OK").done(ctx)
@@ -256,6 +248,10 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
+    if a.apply && ctx.get_flags().contains(redis_module::ContextFlags::OOM) {
+        // Not flagged deny-oom, so a report still works under memory pressure.
+        return Err(RedisError::Str("OOM command not allowed when used memory > 'maxmemory'."));
+    }
     if let (Some(stream), true) = (&sale.config().stream, a.apply || a.expire) {
         check_stream(ctx, stream)?;
     }
@@ -263,9 +259,10 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     let now = now_ms();
     let before = sale.remaining();
     let c = Committer { ctx, key: &args[1], origin: Origin::Master };
-    // Holds that ran out go first, so the orders are classified (and with
-    // APPLY, retaken) against the state that stays.
-    if a.expire {
+    // Holds that ran out go first (EXPIRE asks for it; APPLY is a write, and
+    // writes release due holds), so the orders are classified, and retaken,
+    // against the state that stays.
+    if a.expire || a.apply {
         expire_due(&c, sale, now);
     }
     let mut failure = None;

@@ -71,7 +71,7 @@ mod module {
             ["seckill.reserve", reserve_cmd, "write deny-oom", 1, 1, 1, ""],
             ["seckill.release", release_cmd, "write", 1, 1, 1, ""],
             ["seckill.confirm", confirm_cmd, "write", 1, 1, 1, ""],
-            ["seckill.reconcile", reconcile_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["seckill.reconcile", reconcile_cmd, "write", 1, 1, 1, ""],
             ["seckill.info", info_cmd, "readonly", 1, 1, 1, ""],
             ["seckill.get", get_cmd, "readonly", 1, 1, 1, ""],
             ["seckill.effect", effect_cmd, "write", 1, 1, 1, ""],

@@ -688,8 +688,8 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let rows: Vec<(Vec<u8>, Vec<u8>, u64)> =
                     orders.iter().map(|&(k, u, q)| (order_rid(&model, k), USERS[u].to_vec(), q)).collect();
                 let parsed: Vec<Order> = rows.iter().map(|(r, u, q)| Order { rid: r, user: u, qty: *q }).collect();
-                // EXPIRE first, so the orders are classified against what stays.
-                if *expire {
+                // EXPIRE (or APPLY, a write) first: orders are classified against what stays.
+                if *expire || *apply {
                     let want_exp = model.expire_due(now);
                     let got_exp = m.expire_due(now);
                     assert_eq!(got_exp, want_exp, "step {step}: RECONCILE EXPIRE");

@@ -853,10 +853,13 @@ def test_watch_sees_sale_changes():
         env.assertTrue(False, message='EXEC ran although the watched sale changed')
     except redis.WatchError:
         pass
-    # A read does not.
+    # A read does not, and neither does a write that changed nothing.
     c.execute_command('WATCH', 's')
     other.execute_command('SECKILL.INFO', 's')
     other.execute_command('SECKILL.GET', 's', 'x')
+    env.assertEqual(other.execute_command('SECKILL.RELEASE', 's', 'no-such-id')[0], 'NOT_FOUND')
+    env.assertEqual(reserve(other, 's', 'u')[0], 'LIMIT')
+    env.assertEqual(other.execute_command('SECKILL.INIT', 's', 9), 'EXISTS')
     p = c.pipeline(transaction=True)
     p.execute_command('SECKILL.INFO', 's')
     env.assertEqual(as_dict(p.execute()[0])['pending'], 1)
@@ -904,8 +907,9 @@ def test_acl_key_permissions():
 
 
 def test_memory_pressure():
-    """Over maxmemory: INIT and RESERVE are refused with OOM, while RELEASE,
-    CONFIRM and the read commands still work (they free or do not grow)."""
+    """Over maxmemory: INIT, RESERVE and RECONCILE APPLY are refused with OOM,
+    while RELEASE, CONFIRM, reports and reads still work (they free or do not
+    grow)."""
     env, c = _env()
     env.assertOk(c.execute_command('SECKILL.INIT', 's', 5))
     _, a, _ = reserve(c, 's', 'a')
@@ -920,6 +924,11 @@ def test_memory_pressure():
         env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', b), ['CONFIRMED', 4])
         env.assertEqual(info(c, 's')['confirmed'], 1)
         env.assertEqual(get(c, 's', a)['state'], 'released')
+        # A report still works; APPLY, which can grow the sale, is refused.
+        report = c.execute_command('SECKILL.RECONCILE', 's', 'ORDERS', 1, 'x1', 'ux', 1)
+        env.assertEqual(dict(zip(report[0::2], report[1::2]))['orders_unknown'], 1)
+        env.expect('SECKILL.RECONCILE', 's', 'ORDERS', 1, 'x1', 'ux', 1, 'APPLY').error().contains('maxmemory')
+        env.assertEqual(info(c, 's')['reservations'], 2)
     finally:
         c.execute_command('CONFIG', 'SET', 'maxmemory', 0)
     env.assertEqual(reserve(c, 's', 'c')[0], 'RESERVED')
