@@ -11,7 +11,7 @@ MODULE := $(CURDIR)/target/release/libredis_seckill.so
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 RLTEST := $(VENV)/bin/RLTest
-APT_PACKAGES := redis-server redis-tools libclang-dev clang python3-venv
+APT_PACKAGES := redis-server redis-tools libclang-dev python3-venv
 # RLTest options shared by every environment: random free ports (never
 # 6379), DEBUG enabled for digests and reloads, logs under logs/.
 RLTEST_ARGS := --module $(MODULE) --randomize-ports --enable-debug-command \

@@ -285,6 +285,11 @@ def main():
     args = p.parse_args()
     workdir = os.path.join(ROOT, 'bench', 'out')
     os.makedirs(workdir, exist_ok=True)
+    # Start empty: an RDB left by a previous run would be loaded, and a
+    # master restarted from an RDB keeps a replication backlog to feed.
+    rdb = os.path.join(workdir, 'bench.rdb')
+    if os.path.exists(rdb):
+        os.remove(rdb)
     srv = Server(free_port(), workdir)
     try:
         args.redis_version = srv.conn.info('server')['redis_version']

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
+use hashbrown::hash_table::Entry;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::buckets::{Buckets, Take};
@@ -568,21 +569,33 @@ impl Sale {
     /// the buyer's interned name.
     fn join_buyer(&mut self, seq: u32, user: &[u8]) {
         let hash = self.hash(user);
-        let Some(head) = self.buyer_head(user) else {
-            let off = match self.records[seq as usize].user {
-                NONE => self.intern(user),
-                off => off,
-            };
-            self.records[seq as usize].user = off;
+        // One probe finds the buyer or the slot for a new one.
+        let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+        let name_of = |s: u32| arena_bytes(arena, records[s as usize].user);
+        let head = match self.buyers.entry(hash, |&s| name_of(s) == user, |&s| hasher.hash_one(name_of(s))) {
+            Entry::Vacant(slot) => {
+                slot.insert(seq);
+                None
+            }
+            Entry::Occupied(mut slot) => {
+                let head = *slot.get();
+                if seq > head {
+                    *slot.get_mut() = seq;
+                }
+                Some(head)
+            }
+        };
+        let Some(head) = head else {
+            if self.records[seq as usize].user == NONE {
+                let off = self.intern(user);
+                self.records[seq as usize].user = off;
+            }
             self.records[seq as usize].prev_live = NONE;
-            let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
-            self.buyers.insert_unique(hash, seq, |&s| hasher.hash_one(arena_bytes(arena, records[s as usize].user)));
             return;
         };
         self.records[seq as usize].user = self.records[head as usize].user;
         if seq > head {
             self.records[seq as usize].prev_live = head;
-            self.set_buyer_head(hash, head, seq);
             return;
         }
         // An older record coming back (RECONCILE retake): keep the chain sorted.
@@ -761,6 +774,8 @@ impl Sale {
         let mut sale = Sale::new(config);
         sale.records.reserve_exact(records);
         sale.buyers = HashTable::with_capacity(records);
+        // A short user id takes about ten arena bytes.
+        sale.arena.reserve(records.saturating_mul(10));
         sale
     }
 
@@ -769,6 +784,9 @@ impl Sale {
     pub fn check_buckets(&mut self, remaining: &[u64]) -> Result<(), EffectError> {
         if self.buckets.remaining() != remaining {
             return Err(EffectError("bucket remainders do not match the reservations"));
+        }
+        if self.arena.capacity() > self.arena.len() + self.arena.len() / 4 + 64 {
+            self.arena.shrink_to_fit();
         }
         // Give back what `with_capacity` reserved for buyers that turned out
         // to be released.
