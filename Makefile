@@ -46,8 +46,14 @@ run: build
 unit:
 	cargo test --lib
 
+# RLTest's own summary is not a line CI reads: restate it as "N passed, N failed".
 integration: build py-deps
-	cd $(CURDIR) && $(RLTEST) $(RLTEST_ARGS)
+	@set -o pipefail; cd $(CURDIR) && $(RLTEST) $(RLTEST_ARGS) 2>&1 | tee logs-integration.txt; rc=$$?; \
+	summary=$$(sed 's/\x1b\[[0-9;]*m//g' logs-integration.txt | grep -o 'Total Tests Run: [0-9]*, Total Tests Failed: [0-9]*, Total Tests Passed: [0-9]*' | tail -1); \
+	run=$$(echo "$$summary" | sed 's/.*Run: \([0-9]*\).*/\1/'); failed=$$(echo "$$summary" | sed 's/.*Failed: \([0-9]*\).*/\1/'); \
+	passed=$$(echo "$$summary" | sed 's/.*Passed: \([0-9]*\).*/\1/'); rm -f logs-integration.txt; \
+	[ -n "$$summary" ] && echo "integration: $$passed passed, $$failed failed"; \
+	[ -n "$$summary" ] && [ "$$run" -gt 0 ] || rc=1; exit $$rc
 
 test: deps build unit integration
 
