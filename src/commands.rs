@@ -6,7 +6,7 @@ use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{
-    AclPermissions, CallOptionsBuilder, CallResult, Context, KeyType, RedisError, RedisResult, RedisString,
+    CallOptionsBuilder, CallResult, Context, RedisError, RedisResult, RedisString,
 };
 
 use crate::args::{self, ArgError};
@@ -20,6 +20,7 @@ use crate::report::Report;
 use crate::reservation::State;
 use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
 use crate::stats;
+use crate::stream::StreamKey;
 
 type Handler = fn(&Context, &[RedisString], &[&[u8]]) -> RedisResult;
 
@@ -85,19 +86,13 @@ command! {
 }
 
 /// A STREAM key must be empty or a stream, and writable by the caller.
-fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<(), RedisError> {
-    let name = ctx.create_string(&*stream.key);
-    let kind = ctx.open_key(&name).key_type();
-    if kind != KeyType::Empty && kind != KeyType::Stream {
-        return Err(RedisError::Str("ERR the STREAM key holds a value that is not a stream"));
+/// Returns it opened, for the command's appends.
+fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, RedisError> {
+    let key = StreamKey::open(ctx, &stream.key).map_err(RedisError::Str)?;
+    if !ctx.get_flags().contains(redis_module::ContextFlags::REPLICATED) && !crate::rawapi::may_insert(ctx, key.name()) {
+        return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
     }
-    if !ctx.get_flags().contains(redis_module::ContextFlags::REPLICATED) {
-        let user = ctx.get_current_user();
-        if ctx.acl_check_key_permission(&user, &name, &AclPermissions::INSERT).is_err() {
-            return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
-        }
-    }
-    Ok(())
+    Ok(key)
 }
 
 /// SECKILL.INIT key total [options...]
@@ -113,11 +108,11 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         return Reply::Simple(c"EXISTS").done(ctx);
     }
     if let Some(stream) = &a.sale.stream {
-        check_stream(ctx, stream)?;
+        drop(check_stream(ctx, stream)?);
     }
     let config = SaleConfig { tag: rand::random(), ..a.sale };
     let config_total = config.total;
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: None };
     key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
     c.replicate(&Effect::Init(config));
     crate::rawapi::signal_modified(ctx, &args[1]);
@@ -150,12 +145,10 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if a.qty > sale.config().limit {
         return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
     }
-    if let Some(stream) = &sale.config().stream {
-        check_stream(ctx, stream)?;
-    }
+    let stream = sale.config().stream.as_ref().map(|s| check_stream(ctx, s)).transpose()?;
     let now = now_ms();
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now);
     let (status, id) = match sale.decide_reserve(a.user, a.qty, a.reqid, now) {
         Ok(rec) => {
@@ -196,12 +189,18 @@ fn settle(
         stats::NOT_FOUND.add(1);
         return Reply::status_count(ctx, c"NOT_FOUND", 0);
     };
-    if let (Some(stream), Some(State::Pending)) = (&sale.config().stream, sale.get(rid).map(|r| r.state())) {
-        check_stream(ctx, stream)?;
-    }
+    // The call appends to the stream if the reservation is pending or holds
+    // ran out (their release is appended too).
+    let now = now_ms();
+    let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending)
+        || sale.next_deadline().is_some_and(|d| d <= now);
+    let stream = match (&sale.config().stream, appends) {
+        (Some(s), true) => Some(check_stream(ctx, s)?),
+        _ => None,
+    };
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
-    expire_due(&c, sale, now_ms());
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    expire_due(&c, sale, now);
     let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
     c.notify_stock_edge(before, sale.remaining());
@@ -252,13 +251,14 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
         // Not flagged deny-oom, so a report still works under memory pressure.
         return Err(RedisError::Str("OOM command not allowed when used memory > 'maxmemory'."));
     }
-    if let (Some(stream), true) = (&sale.config().stream, a.apply || a.expire) {
-        check_stream(ctx, stream)?;
-    }
+    let stream = match (&sale.config().stream, a.apply || a.expire) {
+        (Some(s), true) => Some(check_stream(ctx, s)?),
+        _ => None,
+    };
     stats::RECONCILED.add(1);
     let now = now_ms();
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master };
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out go first (EXPIRE asks for it; APPLY is a write, and
     // writes release due holds), so the orders are classified, and retaken,
     // against the state that stays.
@@ -336,7 +336,7 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     }
     let effect = Effect::parse(&argv[2..])?;
     let key = ctx.open_key_writable(&args[1]);
-    let c = Committer { ctx, key: &args[1], origin: Origin::Replayed };
+    let c = Committer { ctx, key: &args[1], origin: Origin::Replayed, stream: None };
     let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
     let result = match (effect, existing) {
         (Effect::Init(config), existing) => {

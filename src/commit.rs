@@ -9,6 +9,7 @@ use crate::effect::{pending_form, Effect, Event};
 use crate::rawapi;
 use crate::sale::{EffectError, Sale};
 use crate::stats;
+use crate::stream::StreamKey;
 
 /// `effect::EFFECT_COMMAND` for the C API.
 const EFFECT_CMD: &std::ffi::CStr = c"SECKILL.EFFECT";
@@ -27,6 +28,8 @@ pub struct Committer<'a> {
     pub ctx: &'a Context,
     pub key: &'a RedisString,
     pub origin: Origin,
+    /// The sale's stream key when the command opened (and checked) it.
+    pub stream: Option<&'a StreamKey>,
 }
 
 impl Committer<'_> {
@@ -82,7 +85,18 @@ impl Committer<'_> {
             return;
         };
         let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
-        if let Err(e) = crate::stream::append(self.ctx, &stream.key, stream.maxlen, &entry) {
+        let opened;
+        let key = match self.stream {
+            Some(key) => key,
+            None => match StreamKey::open(self.ctx, &stream.key) {
+                Ok(key) => {
+                    opened = key;
+                    &opened
+                }
+                Err(e) => return self.ctx.log_warning(&format!("seckill: {e}")),
+            },
+        };
+        if let Err(e) = crate::stream::append(self.ctx, key, stream.maxlen, &entry) {
             // The key's type and the caller's ACL were checked before the change.
             self.ctx.log_warning(&format!("seckill: {e}"));
         }

@@ -120,7 +120,7 @@ fn sweep(ctx: &Context) {
             continue;
         };
         let before = sale.remaining();
-        let c = Committer { ctx, key: &key_name, origin: Origin::Master };
+        let c = Committer { ctx, key: &key_name, origin: Origin::Master, stream: None };
         expire_due(&c, sale, now);
         c.notify_stock_edge(before, sale.remaining());
         if sale.next_deadline().is_none() {

@@ -118,3 +118,26 @@ pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisSt
         raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::NotifyEvent::MODULE.bits(), event.as_ptr(), key.inner);
     }
 }
+
+/// Whether the command's user may add to `key` (ACL key permissions).
+pub fn may_insert(ctx: &Context, key: *mut raw::RedisModuleString) -> bool {
+    unsafe {
+        let name = raw::RedisModule_GetCurrentUserName.unwrap()(ctx.ctx);
+        if name.is_null() {
+            return true; // no client user: a timer or the server itself
+        }
+        let user = raw::RedisModule_GetModuleUserFromUserName.unwrap()(name);
+        raw::RedisModule_FreeString.unwrap()(null_mut_ctx(), name);
+        if user.is_null() {
+            return false;
+        }
+        let flags = raw::REDISMODULE_CMD_KEY_INSERT as c_int;
+        let ok = raw::RedisModule_ACLCheckKeyPermissions.unwrap()(user, key, flags) == raw::REDISMODULE_OK as c_int;
+        raw::RedisModule_FreeModuleUser.unwrap()(user);
+        ok
+    }
+}
+
+fn null_mut_ctx() -> *mut raw::RedisModuleCtx {
+    std::ptr::null_mut()
+}

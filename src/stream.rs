@@ -65,12 +65,46 @@ impl Drop for Strings {
     }
 }
 
-/// Appends `entry` to `stream` (trimmed approximately to `maxlen`),
+/// A sale's stream key, opened for writing once per command: checked before
+/// the sale changes, then appended to.
+pub struct StreamKey {
+    name: *mut raw::RedisModuleString,
+    key: *mut raw::RedisModuleKey,
+}
+
+impl StreamKey {
+    /// Opens `stream`; an error if it holds something other than a stream.
+    pub fn open(ctx: &Context, stream: &[u8]) -> Result<StreamKey, &'static str> {
+        let name = unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), stream.as_ptr().cast::<c_char>(), stream.len()) };
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        let key = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.ctx, name, mode) }.cast::<raw::RedisModuleKey>();
+        let opened = StreamKey { name, key };
+        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(key) } as isize;
+        if kind != raw::REDISMODULE_KEYTYPE_EMPTY && kind != raw::REDISMODULE_KEYTYPE_STREAM {
+            return Err("ERR the STREAM key holds a value that is not a stream");
+        }
+        Ok(opened)
+    }
+
+    pub fn name(&self) -> *mut raw::RedisModuleString {
+        self.name
+    }
+}
+
+impl Drop for StreamKey {
+    fn drop(&mut self) {
+        unsafe {
+            raw::RedisModule_CloseKey.unwrap()(self.key);
+            raw::RedisModule_FreeString.unwrap()(null_mut(), self.name);
+        }
+    }
+}
+
+/// Appends `entry` to the stream (trimmed approximately to `maxlen`),
 /// replicates it, signals the key and sends the `xadd` keyspace event.
-/// The caller checked that the key is empty or a stream.
-pub fn append(ctx: &Context, stream: &[u8], maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
-    let mut strings = Strings(Vec::with_capacity(10));
-    let name = strings.add(stream);
+pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
+    let mut strings = Strings(Vec::with_capacity(4));
+    let (name, key) = (stream.name, stream.key);
     let mut qty = Digits::default();
     qty.push_u64(entry.qty);
     let mut fields = [
@@ -83,8 +117,6 @@ pub fn append(ctx: &Context, stream: &[u8], maxlen: Option<u64>, entry: &Entry) 
         strings.add(b"qty"),
         strings.add(qty.as_bytes()),
     ];
-    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
-    let key = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.ctx, name, mode) }.cast::<raw::RedisModuleKey>();
     let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
     let added = unsafe {
         raw::RedisModule_StreamAdd.unwrap()(
@@ -96,14 +128,12 @@ pub fn append(ctx: &Context, stream: &[u8], maxlen: Option<u64>, entry: &Entry) 
         )
     };
     if added != raw::REDISMODULE_OK as c_int {
-        unsafe { raw::RedisModule_CloseKey.unwrap()(key) };
         return Err("stream append failed");
     }
     let length = maxlen.map(|n| unsafe {
         raw::RedisModule_StreamTrimByLength.unwrap()(key, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, n as c_longlong);
         raw::RedisModule_ValueLength.unwrap()(key) as c_longlong
     });
-    unsafe { raw::RedisModule_CloseKey.unwrap()(key) };
 
     let mut id_text = Digits::default();
     id_text.push_u64(id.ms);
