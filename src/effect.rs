@@ -123,11 +123,11 @@ impl Effect {
                     out.push(num(s.maxlen.unwrap_or(0)));
                 }
             }
-            Effect::Records(recs) if pending_form(recs).is_some() => {
-                let (r, nums) = pending_form(recs).unwrap_or_else(|| unreachable!());
-                out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
-            }
             Effect::Records(recs) => {
+                if let Some((r, nums)) = pending_form(recs) {
+                    out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
+                    return out;
+                }
                 out.push(b"RECORDS".to_vec());
                 for r in recs {
                     out.push(r.id.to_vec());
