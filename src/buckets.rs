@@ -27,7 +27,7 @@ impl Buckets {
         Buckets { remaining: allocation.clone(), allocation }
     }
 
-    pub fn len(&self) -> u32 {
+    pub fn count(&self) -> u32 {
         self.remaining.len() as u32
     }
 

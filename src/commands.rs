@@ -110,12 +110,8 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if let Some(stream) = &a.sale.stream {
         drop(check_stream(ctx, stream)?);
     }
-    let config = SaleConfig { tag: rand::random(), ..a.sale };
-    let config_total = config.total;
     let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: None };
-    key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
-    c.replicate(&Effect::Init(config));
-    crate::rawapi::signal_modified(ctx, &args[1]);
+    c.init(&key, SaleConfig { tag: rand::random(), ..a.sale }, before)?;
     drop(key);
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.
@@ -123,9 +119,6 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
         let res: CallResult = ctx.call_ext("PEXPIREAT", &opts, &[argv[1], at.as_bytes()]);
         res.map_err(|e| RedisError::String(format!("ERR could not set TTL: {e:?}")))?;
-    }
-    if let Some(before) = before {
-        c.notify_stock_edge(before, config_total);
     }
     stats::INIT_CREATED.add(1);
     Reply::Simple(c"OK").done(ctx)
@@ -152,10 +145,14 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     expire_due(&c, sale, now);
     let (status, id) = match sale.decide_reserve(a.user, a.qty, a.reqid, now) {
         Ok(rec) => {
-            let id = rec.id.clone();
-            c.commit(sale, &Effect::Records(vec![rec])).map_err(internal)?;
+            let effect = Effect::Records(vec![rec]);
+            c.commit(sale, &effect).map_err(internal)?;
             stats::RESERVED.add(1);
-            (c"RESERVED", Some(id))
+            let id = match effect {
+                Effect::Records(mut recs) => recs.pop().map(|r| r.id),
+                _ => None,
+            };
+            (c"RESERVED", id)
         }
         Err(Refusal::Duplicate(id)) => (stats_of(&stats::DUPLICATE, c"DUPLICATE"), Some(id)),
         Err(Refusal::NotStarted) => (stats_of(&stats::NOT_STARTED, c"NOT_STARTED"), None),
@@ -172,14 +169,12 @@ fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
     status
 }
 
-/// Opens the sale for RELEASE / CONFIRM, releasing holds that ran out first.
-/// Returns the reservation's state after that, or `None` for no sale.
-fn settle(
-    ctx: &Context,
-    args: &[RedisString],
-    argv: &[&[u8]],
-    finish: fn(&Committer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>,
-) -> RedisResult {
+/// RELEASE and CONFIRM: opens the sale, releases holds that ran out, then
+/// lets `finish` act on the reservation's state and name the outcome.
+/// Makes RELEASE's or CONFIRM's change, given the reservation's state.
+type Finish = fn(&Committer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>;
+
+fn settle(ctx: &Context, args: &[RedisString], argv: &[&[u8]], finish: Finish) -> RedisResult {
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -340,15 +335,8 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
     let result = match (effect, existing) {
         (Effect::Init(config), existing) => {
-            let before = existing.map(|s| s.remaining());
-            let total = config.total;
-            key.set_value(&SALE_TYPE, Sale::new(config))?;
-            ctx.replicate_verbatim();
-            crate::rawapi::signal_modified(ctx, &args[1]);
-            if let Some(before) = before {
-                c.notify_stock_edge(before, total);
-            }
-            Ok(())
+            c.init(&key, config, existing.map(|s| s.remaining()))?;
+            return Reply::Simple(c"OK").done(ctx);
         }
         (_, None) => Err(crate::sale::EffectError("no sale at this key")),
         (effect, Some(sale)) => {

@@ -3,16 +3,17 @@
 //! the expiry timer and the replica's EFFECT command all go through here, so
 //! a change and its propagation can never drift apart.
 
-use redis_module::{Context, RedisString};
+use redis_module::key::RedisKeyWritable;
+use redis_module::{Context, RedisError, RedisString};
 
-use crate::effect::{pending_form, Effect, Event};
+use crate::datatype::SALE_TYPE;
+
+use crate::effect::{pending_form, Effect, Event, EFFECT_COMMAND};
 use crate::rawapi;
-use crate::sale::{EffectError, Sale};
+use crate::sale::{EffectError, Sale, SaleConfig};
 use crate::stats;
 use crate::stream::StreamKey;
 
-/// `effect::EFFECT_COMMAND` for the C API.
-const EFFECT_CMD: &std::ffi::CStr = c"SECKILL.EFFECT";
 
 /// Where an effect comes from decides what else it does.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -36,18 +37,18 @@ impl Committer<'_> {
     /// Applies `effect` and propagates it. A refused effect changes nothing
     /// and propagates nothing.
     pub fn commit(&self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
+        let had_holds = sale.next_deadline().is_some();
         if let Err(e) = effect.apply(sale) {
             stats::EFFECTS_REFUSED.add(1);
             return Err(e);
         }
         stats::EFFECTS_APPLIED.add(1);
-        if sale.next_deadline().is_some() {
+        // The timer drops a sale once its holds are gone; it needs it back
+        // when they return. (Renames, loads and SWAPDB track it elsewhere.)
+        if !had_holds && sale.next_deadline().is_some() {
             crate::expiry::track(crate::rawapi::selected_db(self.ctx), self.key.as_slice());
         }
-        match self.origin {
-            Origin::Master => self.replicate(effect),
-            Origin::Replayed => self.ctx.replicate_verbatim(),
-        }
+        self.propagate(effect);
         rawapi::signal_modified(self.ctx, self.key);
         effect.for_each_event(|event, id| {
             rawapi::notify(self.ctx, event.notification(), self.key);
@@ -61,22 +62,42 @@ impl Committer<'_> {
         Ok(())
     }
 
-    pub fn replicate(&self, effect: &Effect) {
+    /// INIT's effect: creates (or replaces) the sale at the open key, on the
+    /// master and on replay alike.
+    pub fn init(&self, key: &RedisKeyWritable, config: SaleConfig, before: Option<u64>) -> Result<(), RedisError> {
+        let total = config.total;
+        key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
+        self.propagate(&Effect::Init(config));
+        rawapi::signal_modified(self.ctx, self.key);
+        if let Some(before) = before {
+            self.notify_stock_edge(before, total);
+        }
+        Ok(())
+    }
+
+    /// Replicas and the AOF get the master's effect, or the replayed one as
+    /// it came.
+    fn propagate(&self, effect: &Effect) {
+        match self.origin {
+            Origin::Master => self.replicate(effect),
+            Origin::Replayed => self.ctx.replicate_verbatim(),
+        }
+    }
+
+    fn replicate(&self, effect: &Effect) {
         // The forms every sale and every settlement uses go out without
         // building argument vectors first.
         match effect {
             Effect::Records(recs) => {
                 if let Some((r, nums)) = pending_form(recs) {
-                    return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"PENDING", &[&r.id, &r.user, nums.as_bytes()]);
+                    return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &[&r.id, &r.user, nums.as_bytes()]);
                 }
             }
-            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"RELEASE", &[id]),
-            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_CMD, self.key.inner, c"CONFIRM", &[id]),
+            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[id]),
+            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"CONFIRM", &[id]),
             _ => {}
         }
-        let args = effect.to_args();
-        let argv: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        rawapi::replicate(self.ctx, EFFECT_CMD, self.key.inner, &argv);
+        rawapi::replicate(self.ctx, EFFECT_COMMAND, self.key.inner, &effect.to_args());
     }
 
     /// One stream entry per event, in the same atomic step (see `stream`).

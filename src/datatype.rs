@@ -75,17 +75,17 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
     let s = sale(value);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let cmd = std::ffi::CString::new(EFFECT_COMMAND).unwrap_or_default();
-        rawapi::emit_aof(aof, &cmd, key, &Effect::Init(s.config().clone()).to_args());
+        let cmd = EFFECT_COMMAND;
+        rawapi::emit_aof(aof, cmd, key, &Effect::Init(s.config().clone()).to_args());
         let mut batch = Vec::with_capacity(AOF_BATCH);
         for rec in s.records() {
             batch.push(rec.to_owned());
             if batch.len() == AOF_BATCH {
-                rawapi::emit_aof(aof, &cmd, key, &Effect::Records(std::mem::take(&mut batch)).to_args());
+                rawapi::emit_aof(aof, cmd, key, &Effect::Records(std::mem::take(&mut batch)).to_args());
             }
         }
         if !batch.is_empty() {
-            rawapi::emit_aof(aof, &cmd, key, &Effect::Records(batch).to_args());
+            rawapi::emit_aof(aof, cmd, key, &Effect::Records(batch).to_args());
         }
     }));
 }

@@ -11,7 +11,7 @@ use crate::reservation::{Reservation, State};
 use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL};
 
 /// The internal command replicas and the AOF receive.
-pub const EFFECT_COMMAND: &str = "SECKILL.EFFECT";
+pub const EFFECT_COMMAND: &std::ffi::CStr = c"SECKILL.EFFECT";
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {

@@ -1,7 +1,9 @@
 //! The few module API calls the crate has no safe wrapper for, each in one
 //! small function. Everything unsafe about the raw API stays in this file.
 
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
+use std::ptr::null_mut;
 
 use redis_module::{raw, Context};
 
@@ -23,18 +25,40 @@ pub fn digest_bytes(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
     }
 }
 
-/// Emits `cmd key args...` into an AOF rewrite.
-pub fn emit_aof(aof: *mut raw::RedisModuleIO, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[Vec<u8>]) {
-    unsafe {
-        let create = raw::RedisModule_CreateString.unwrap();
-        let mut argv: Vec<*mut raw::RedisModuleString> =
-            args.iter().map(|a| create(std::ptr::null_mut(), a.as_ptr().cast::<c_char>(), a.len())).collect();
-        raw::RedisModule_EmitAOF.unwrap()(aof, cmd.as_ptr(), c"sv".as_ptr(), key, argv.as_mut_ptr(), argv.len());
-        let free = raw::RedisModule_FreeString.unwrap();
-        for s in argv {
-            free(std::ptr::null_mut(), s);
+/// Module strings made for one call (no context, so never auto-freed) and
+/// freed when dropped.
+#[derive(Default)]
+pub struct ModuleStrings(pub Vec<*mut raw::RedisModuleString>);
+
+impl ModuleStrings {
+    pub fn of<T: AsRef<[u8]>>(args: &[T]) -> ModuleStrings {
+        let mut strings = ModuleStrings(Vec::with_capacity(args.len()));
+        for a in args {
+            strings.add(a.as_ref());
+        }
+        strings
+    }
+
+    pub fn add(&mut self, bytes: &[u8]) -> *mut raw::RedisModuleString {
+        let s = unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+        self.0.push(s);
+        s
+    }
+}
+
+impl Drop for ModuleStrings {
+    fn drop(&mut self) {
+        for &s in &self.0 {
+            unsafe { raw::RedisModule_FreeString.unwrap()(null_mut(), s) };
         }
     }
+}
+
+/// Emits `cmd key args...` into an AOF rewrite.
+pub fn emit_aof(aof: *mut raw::RedisModuleIO, cmd: &CStr, key: *mut raw::RedisModuleString, args: &[Vec<u8>]) {
+    let mut argv = ModuleStrings::of(args);
+    let (ptr, len) = (argv.0.as_mut_ptr(), argv.0.len());
+    unsafe { raw::RedisModule_EmitAOF.unwrap()(aof, cmd.as_ptr(), c"sv".as_ptr(), key, ptr, len) };
 }
 
 /// Calls `callback(first, second)` after every SWAPDB.
@@ -58,26 +82,19 @@ pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
 
 /// RM_Replicate of `cmd key args...`: the key string is passed as it is,
 /// the other arguments are copied once into module strings.
-pub fn replicate(ctx: &Context, cmd: &std::ffi::CStr, key: *mut raw::RedisModuleString, args: &[&[u8]]) {
-    unsafe {
-        let create = raw::RedisModule_CreateString.unwrap();
-        let mut argv: Vec<*mut raw::RedisModuleString> =
-            args.iter().map(|a| create(std::ptr::null_mut(), a.as_ptr().cast::<c_char>(), a.len())).collect();
-        raw::RedisModule_Replicate.unwrap()(ctx.ctx, cmd.as_ptr(), c"sv".as_ptr(), key, argv.as_mut_ptr(), argv.len());
-        let free = raw::RedisModule_FreeString.unwrap();
-        for s in argv {
-            free(std::ptr::null_mut(), s);
-        }
-    }
+pub fn replicate<T: AsRef<[u8]>>(ctx: &Context, cmd: &CStr, key: *mut raw::RedisModuleString, args: &[T]) {
+    let mut argv = ModuleStrings::of(args);
+    let (ptr, len) = (argv.0.as_mut_ptr(), argv.0.len());
+    unsafe { raw::RedisModule_Replicate.unwrap()(ctx.ctx, cmd.as_ptr(), c"sv".as_ptr(), key, ptr, len) };
 }
 
 /// RM_Replicate of `cmd key op a [b [c]]` straight from buffers: the
 /// short effect forms on the hot paths (PENDING, RELEASE, CONFIRM).
 pub fn replicate_args(
     ctx: &Context,
-    cmd: &std::ffi::CStr,
+    cmd: &CStr,
     key: *mut raw::RedisModuleString,
-    op: &std::ffi::CStr,
+    op: &CStr,
     args: &[&[u8]],
 ) {
     let f = unsafe { raw::RedisModule_Replicate.unwrap() };
@@ -113,7 +130,7 @@ pub fn signal_modified(ctx: &Context, key: &redis_module::RedisString) {
 
 /// A keyspace event of class `d` (module) for `key`; the event name is a
 /// static C string, so nothing is allocated per call.
-pub fn notify(ctx: &Context, event: &std::ffi::CStr, key: &redis_module::RedisString) {
+pub fn notify(ctx: &Context, event: &CStr, key: &redis_module::RedisString) {
     unsafe {
         raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::NotifyEvent::MODULE.bits(), event.as_ptr(), key.inner);
     }
@@ -127,7 +144,7 @@ pub fn may_insert(ctx: &Context, key: *mut raw::RedisModuleString) -> bool {
             return true; // no client user: a timer or the server itself
         }
         let user = raw::RedisModule_GetModuleUserFromUserName.unwrap()(name);
-        raw::RedisModule_FreeString.unwrap()(null_mut_ctx(), name);
+        raw::RedisModule_FreeString.unwrap()(null_mut(), name);
         if user.is_null() {
             return false;
         }
@@ -136,8 +153,4 @@ pub fn may_insert(ctx: &Context, key: *mut raw::RedisModuleString) -> bool {
         raw::RedisModule_FreeModuleUser.unwrap()(user);
         ok
     }
-}
-
-fn null_mut_ctx() -> *mut raw::RedisModuleCtx {
-    std::ptr::null_mut()
 }

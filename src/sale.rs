@@ -607,31 +607,30 @@ impl Sale {
         self.records[at as usize].prev_live = seq;
     }
 
-    fn set_buyer_head(&mut self, hash: u64, old: u32, new: u32) {
-        if let Some(slot) = self.buyers.find_mut(hash, |&s| s == old) {
-            *slot = new;
-        }
-    }
-
     /// Unlinks a record that stopped being live from its buyer's chain.
     fn leave_buyer(&mut self, seq: u32) {
-        let user = arena_bytes(&self.arena, self.records[seq as usize].user);
-        let hash = self.hash(user);
-        let Some(head) = self.buyer_head(user) else {
+        let prev = self.records[seq as usize].prev_live;
+        let (records, arena) = (&self.records, &self.arena);
+        let user = arena_bytes(arena, records[seq as usize].user);
+        let hash = self.hasher.hash_one(user);
+        // One probe: when the record heads the chain, the buyer's entry is
+        // moved to the previous record or removed in place.
+        let head = match self.buyers.find_entry(hash, |&s| arena_bytes(arena, records[s as usize].user) == user) {
+            Err(_) => None,
+            Ok(entry) if *entry.get() != seq => Some(*entry.get()),
+            Ok(entry) if prev == NONE => {
+                entry.remove();
+                None
+            }
+            Ok(mut entry) => {
+                *entry.get_mut() = prev;
+                None
+            }
+        };
+        self.records[seq as usize].prev_live = NONE;
+        let Some(head) = head else {
             return;
         };
-        let prev = self.records[seq as usize].prev_live;
-        self.records[seq as usize].prev_live = NONE;
-        if head == seq {
-            if prev == NONE {
-                if let Ok(entry) = self.buyers.find_entry(hash, |&s| s == seq) {
-                    entry.remove();
-                }
-            } else {
-                self.set_buyer_head(hash, seq, prev);
-            }
-            return;
-        }
         let mut at = head;
         while self.records[at as usize].prev_live != NONE {
             if self.records[at as usize].prev_live == seq {
@@ -763,8 +762,8 @@ impl Sale {
             + self.arena.capacity()
             + self.client_ids.allocation_size()
             + self.buyers.allocation_size()
-            + self.multi_takes.iter().map(|(_, t)| 24 + t.len() * size_of::<Take>()).sum::<usize>()
-            + self.buckets.len() as usize * 16
+            + self.multi_takes.values().map(|t| 24 + t.len() * size_of::<Take>()).sum::<usize>()
+            + self.buckets.count() as usize * 16
     }
 
     /// An empty sale with room for `records` reservations (RDB load).

@@ -12,6 +12,7 @@ use std::ptr::null_mut;
 use redis_module::{raw, Context};
 
 use crate::effect::Digits;
+use crate::rawapi::ModuleStrings;
 
 /// One entry: `event <word> rid <id> user <user> qty <qty>`.
 pub struct Entry<'a> {
@@ -42,27 +43,9 @@ fn constant(word: &[u8]) -> Option<*mut raw::RedisModuleString> {
     WORDS.iter().position(|&w| w == word).map(|i| c.0[i])
 }
 
-/// Module strings created for one call and freed when it ends.
-struct Strings(Vec<*mut raw::RedisModuleString>);
-
-impl Strings {
-    /// A constant if `bytes` is one, else a new string freed with `self`.
-    fn add(&mut self, bytes: &[u8]) -> *mut raw::RedisModuleString {
-        if let Some(s) = constant(bytes) {
-            return s;
-        }
-        let s = unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), bytes.as_ptr().cast::<c_char>(), bytes.len()) };
-        self.0.push(s);
-        s
-    }
-}
-
-impl Drop for Strings {
-    fn drop(&mut self) {
-        for &s in &self.0 {
-            unsafe { raw::RedisModule_FreeString.unwrap()(null_mut(), s) };
-        }
-    }
+/// A constant if `bytes` is one, else a new string freed with `strings`.
+fn string(strings: &mut ModuleStrings, bytes: &[u8]) -> *mut raw::RedisModuleString {
+    constant(bytes).unwrap_or_else(|| strings.add(bytes))
 }
 
 /// A sale's stream key, opened for writing once per command: checked before
@@ -103,19 +86,19 @@ impl Drop for StreamKey {
 /// Appends `entry` to the stream (trimmed approximately to `maxlen`),
 /// replicates it, signals the key and sends the `xadd` keyspace event.
 pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
-    let mut strings = Strings(Vec::with_capacity(4));
+    let mut strings = ModuleStrings(Vec::with_capacity(4));
     let (name, key) = (stream.name, stream.key);
     let mut qty = Digits::default();
     qty.push_u64(entry.qty);
     let mut fields = [
-        strings.add(b"event"),
-        strings.add(entry.event),
-        strings.add(b"rid"),
-        strings.add(entry.rid),
-        strings.add(b"user"),
-        strings.add(entry.user),
-        strings.add(b"qty"),
-        strings.add(qty.as_bytes()),
+        string(&mut strings, b"event"),
+        string(&mut strings, entry.event),
+        string(&mut strings, b"rid"),
+        string(&mut strings, entry.rid),
+        string(&mut strings, b"user"),
+        string(&mut strings, entry.user),
+        string(&mut strings, b"qty"),
+        string(&mut strings, qty.as_bytes()),
     ];
     let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
     let added = unsafe {
