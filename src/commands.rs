@@ -5,15 +5,13 @@
 use std::ffi::CStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{
-    CallOptionsBuilder, CallResult, Context, RedisError, RedisResult, RedisString,
-};
+use redis_module::{CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
 use crate::args::{self, ArgError};
 use crate::commit::{Committer, Origin};
 use crate::datatype::SALE_TYPE;
 use crate::effect::Effect;
-use crate::expiry::{expire_due, now_ms};
+use crate::expiry::{expire_due, now_ms, LAZY_CHUNK};
 use crate::reconcile::reconcile_orders;
 use crate::reply::Reply;
 use crate::report::Report;
@@ -89,10 +87,25 @@ command! {
 /// Returns it opened, for the command's appends.
 fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, RedisError> {
     let key = StreamKey::open(ctx, &stream.key).map_err(RedisError::Str)?;
-    if !ctx.get_flags().contains(redis_module::ContextFlags::REPLICATED) && !crate::rawapi::may_insert(ctx, key.name()) {
-        return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
+    check_acl(ctx, &key)?;
+    Ok(key)
+}
+
+/// The sale's stream, checked as `check_stream` does and opened for the
+/// command's appends; TRYAGAIN while a slot migration has moved it away.
+fn sale_stream(ctx: &Context, sale: &Sale) -> Result<Option<StreamKey>, RedisError> {
+    let key = crate::stream::open_for_sale(ctx, sale).map_err(RedisError::Str)?;
+    if let Some(key) = &key {
+        check_acl(ctx, key)?;
     }
     Ok(key)
+}
+
+fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
+    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::rawapi::may_insert(ctx, key.name()) {
+        return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
+    }
+    Ok(())
 }
 
 /// SECKILL.INIT key total [options...]
@@ -138,11 +151,11 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if a.qty > sale.config().limit {
         return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
     }
-    let stream = sale.config().stream.as_ref().map(|s| check_stream(ctx, s)).transpose()?;
+    let stream = sale_stream(ctx, sale)?;
     let now = now_ms();
     let before = sale.remaining();
     let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now);
+    expire_due(&c, sale, now, LAZY_CHUNK);
     let (status, id) = match sale.decide_reserve(a.user, a.qty, a.reqid, now) {
         Ok(rec) => {
             let effect = Effect::Records(vec![rec]);
@@ -189,13 +202,10 @@ fn settle(ctx: &Context, args: &[RedisString], argv: &[&[u8]], finish: Finish) -
     let now = now_ms();
     let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending)
         || sale.next_deadline().is_some_and(|d| d <= now);
-    let stream = match (&sale.config().stream, appends) {
-        (Some(s), true) => Some(check_stream(ctx, s)?),
-        _ => None,
-    };
+    let stream = if appends { sale_stream(ctx, sale)? } else { None };
     let before = sale.remaining();
     let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now);
+    expire_due(&c, sale, now, LAZY_CHUNK);
     let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
     c.notify_stock_edge(before, sale.remaining());
@@ -242,14 +252,11 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
-    if a.apply && ctx.get_flags().contains(redis_module::ContextFlags::OOM) {
+    if a.apply && ctx.get_flags().contains(ContextFlags::OOM) {
         // Not flagged deny-oom, so a report still works under memory pressure.
         return Err(RedisError::Str("OOM command not allowed when used memory > 'maxmemory'."));
     }
-    let stream = match (&sale.config().stream, a.apply || a.expire) {
-        (Some(s), true) => Some(check_stream(ctx, s)?),
-        _ => None,
-    };
+    let stream = if a.apply || a.expire { sale_stream(ctx, sale)? } else { None };
     stats::RECONCILED.add(1);
     let now = now_ms();
     let before = sale.remaining();
@@ -258,7 +265,7 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     // writes release due holds), so the orders are classified, and retaken,
     // against the state that stays.
     if a.expire || a.apply {
-        expire_due(&c, sale, now);
+        expire_due(&c, sale, now, LAZY_CHUNK);
     }
     let mut failure = None;
     let orders = a.orders.as_ref().map(|orders| {
@@ -324,8 +331,18 @@ fn get(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 
 /// SECKILL.EFFECT key op args... (internal): applies a replicated effect.
 /// Never reads the clock; refuses, changing nothing, an effect that does not
-/// fit the sale.
+/// fit the sale. It runs only from the master link and while loading (AOF):
+/// an effect states its own ids, quantities and times, so a client sending
+/// one could pass LIMIT, the window or the stock.
 fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    let flags = ctx.get_flags();
+    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::config::client_effects() {
+        stats::EFFECTS_DENIED.add(1);
+        return Err(RedisError::Str(
+            "ERR SECKILL.EFFECT is internal: it runs from the master link and while loading \
+             (load the module with ALLOW-CLIENT-EFFECTS yes to replay effects from a client)",
+        ));
+    }
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
@@ -349,7 +366,7 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     match result {
         Ok(()) => Reply::Simple(c"OK").done(ctx),
         Err(e) => {
-            ctx.log_warning(&format!("seckill: refused SECKILL.EFFECT: {}", e.0));
+            crate::warn::limited(ctx, &format!("seckill: refused SECKILL.EFFECT: {}", e.0));
             Err(RedisError::String(format!("ERR effect refused: {}", e.0)))
         }
     }

@@ -43,10 +43,12 @@ impl Committer<'_> {
             return Err(e);
         }
         stats::EFFECTS_APPLIED.add(1);
-        // The timer drops a sale once its holds are gone; it needs it back
-        // when they return. (Renames, loads and SWAPDB track it elsewhere.)
-        if !had_holds && sale.next_deadline().is_some() {
-            crate::expiry::track(crate::rawapi::selected_db(self.ctx), self.key.as_slice());
+        // The timer forgets a sale once its holds are gone; it needs it
+        // back when they return. Later holds run out later, so a sale that
+        // had holds is already scheduled early enough. (Loads, renames and
+        // SWAPDB schedule it elsewhere.)
+        if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
+            crate::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         self.propagate(effect);
         rawapi::signal_modified(self.ctx, self.key);
@@ -114,12 +116,12 @@ impl Committer<'_> {
                     opened = key;
                     &opened
                 }
-                Err(e) => return self.ctx.log_warning(&format!("seckill: {e}")),
+                Err(e) => return crate::warn::limited(self.ctx, &format!("seckill: {e}")),
             },
         };
         if let Err(e) = crate::stream::append(self.ctx, key, stream.maxlen, &entry) {
             // The key's type and the caller's ACL were checked before the change.
-            self.ctx.log_warning(&format!("seckill: {e}"));
+            crate::warn::limited(self.ctx, &format!("seckill: {e}"));
         }
     }
 

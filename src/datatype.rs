@@ -6,7 +6,7 @@ use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::native_types::RedisType;
-use redis_module::raw;
+use redis_module::{raw, ContextFlags};
 
 use crate::effect::{Effect, EFFECT_COMMAND};
 use crate::encoding;
@@ -55,12 +55,40 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             return None;
         }
         let buf = raw::load_string_buffer(rdb).ok()?;
-        encoding::decode(buf.as_ref()).ok()
+        let sale = encoding::decode(buf.as_ref()).ok()?;
+        let place = rawapi::key_of_io(rdb);
+        if let Some((_, key)) = &place {
+            if !stream_slot_allowed(rdb, key, &sale) {
+                return None;
+            }
+        }
+        if let Some((db, key)) = &place {
+            crate::expiry::on_loaded(*db, key, &sale);
+        }
+        Some(sale)
     }));
     match loaded {
         Ok(Some(sale)) => Box::into_raw(Box::new(sale)).cast::<c_void>(),
         _ => std::ptr::null_mut(),
     }
+}
+
+/// The sale writes its stream from the server, outside any ACL check: a
+/// payload must not name a stream in another slot than its key. RESTORE
+/// (a payload from a client) refuses one in every deployment, as INIT does;
+/// a load from this server's own RDB or its master refuses one only in a
+/// cluster, where the slot may be another node's (outside a cluster a
+/// RENAME can legitimately have moved the sale away from its stream).
+fn stream_slot_allowed(rdb: *mut raw::RedisModuleIO, key: &[u8], sale: &Sale) -> bool {
+    let Some(stream) = &sale.config().stream else {
+        return true;
+    };
+    if crate::slot::key_slot(&stream.key) == crate::slot::key_slot(key) {
+        return true;
+    }
+    let flags = rawapi::io_flags(rdb);
+    let loading = flags.intersects(ContextFlags::LOADING | ContextFlags::ASYNC_LOADING);
+    loading && !flags.contains(ContextFlags::CLUSTER)
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) {

@@ -1,65 +1,109 @@
 //! Active hold expiry: a timer on every node that, on the master only,
-//! releases the holds that ran out in the sales it tracks. Lazy expiry (any
-//! write touching a sale) is the backstop.
+//! releases the holds that ran out. Lazy expiry (any write touching a sale)
+//! is the backstop.
 //!
-//! A sale is tracked by (db, key name) when it gets a hold, when it is loaded
-//! or restored, when it is renamed, moved or copied, and across SWAPDB.
+//! The timer visits sales in the order of their next deadline (`Schedule`),
+//! so an idle sale costs nothing; it works within a time budget per tick
+//! and releases holds in bounded chunks, so a million holds falling due at
+//! once never stall the server; and it writes nothing while the server asks
+//! modules to avoid replica traffic (CLIENT PAUSE WRITE, FAILOVER, a
+//! SHUTDOWN waiting for replicas), catching up once writes resume.
+//!
+//! A sale is scheduled when it gets its first hold (`Committer`), when it is
+//! loaded or restored (`on_loaded`, from the type's RDB load), and when it
+//! comes to a new name (RENAME, MOVE, COPY). None of these opens the key:
+//! keyspace events must not touch the key's LRU/LFU or the hit counters.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use redis_module::key::KeyFlags;
 use redis_module::{Context, ContextFlags, NotifyEvent};
 
 use crate::commit::{Committer, Origin};
 use crate::datatype::SALE_TYPE;
 use crate::effect::Effect;
-use crate::rawapi;
+use crate::rawapi::{self, AsyncLoad};
 use crate::sale::Sale;
+use crate::schedule::Schedule;
 
-/// How often the master looks for holds that ran out.
+/// How often the master looks for holds that ran out, at the most.
 const PERIOD: Duration = Duration::from_millis(100);
+/// Work per tick: like Redis's active expiry, the timer stops when its
+/// budget is spent and comes back soon, so clients are served in between.
+const BUDGET: Duration = Duration::from_millis(2);
+/// How soon the timer comes back when its budget ran out with work left.
+const BEHIND: Duration = Duration::from_millis(2);
+/// Holds released by one effect. It bounds one replicated command, and the
+/// overrun of a tick past its budget.
+pub const TIMER_CHUNK: usize = 128;
+/// Holds a command releases lazily before its own work; the timer does the
+/// rest.
+pub const LAZY_CHUNK: usize = 128;
 
-static TRACKED: Mutex<Option<HashMap<i32, HashSet<Vec<u8>>>>> = Mutex::new(None);
-
-fn with_tracked<T>(f: impl FnOnce(&mut HashMap<i32, HashSet<Vec<u8>>>) -> T) -> T {
-    let mut guard = TRACKED.lock().unwrap_or_else(|p| p.into_inner());
-    f(guard.get_or_insert_with(HashMap::new))
+struct Schedules {
+    live: Schedule,
+    /// While a replica loads a new dataset beside the live one
+    /// (`repl-diskless-load swapdb`): the new dataset's sales.
+    staged: Option<Schedule>,
 }
 
-pub fn track(db: i32, key: &[u8]) {
-    with_tracked(|t| {
-        let keys = t.entry(db).or_default();
-        if !keys.contains(key) {
-            keys.insert(key.to_vec());
-        }
-    });
+static SCHEDULES: Mutex<Schedules> = Mutex::new(Schedules { live: Schedule::new(), staged: None });
+
+fn with_live<T>(f: impl FnOnce(&mut Schedule) -> T) -> T {
+    let mut guard = SCHEDULES.lock().unwrap_or_else(|p| p.into_inner());
+    f(&mut guard.live)
 }
 
-fn untrack(db: i32, key: &[u8]) {
-    with_tracked(|t| {
-        if let Some(keys) = t.get_mut(&db) {
-            keys.remove(key);
-        }
-    });
+/// Visits the sale at `key` in `db` at `deadline` (or earlier, if it is
+/// already due to be visited earlier).
+pub fn schedule(db: i32, key: &[u8], deadline: u64) {
+    with_live(|s| s.schedule(db, key, deadline));
 }
 
+/// Sales scheduled for a visit (INFO).
 pub fn tracked() -> usize {
-    with_tracked(|t| t.values().map(HashSet::len).sum())
+    with_live(|s| s.len())
 }
 
-/// SWAPDB exchanges the databases' sales: exchange what is tracked too.
+/// A sale was loaded (RDB, RESTORE, a replica's sync): schedule it. During
+/// an asynchronous load the sale belongs to the dataset being loaded, which
+/// replaces the live one only if the load completes.
+pub fn on_loaded(db: i32, key: &[u8], sale: &Sale) {
+    let Some(deadline) = sale.next_deadline() else {
+        return;
+    };
+    let mut guard = SCHEDULES.lock().unwrap_or_else(|p| p.into_inner());
+    match guard.staged.as_mut() {
+        Some(staged) => staged.schedule(db, key, deadline),
+        None => guard.live.schedule(db, key, deadline),
+    }
+}
+
+pub fn on_async_load(event: AsyncLoad) {
+    let mut guard = SCHEDULES.lock().unwrap_or_else(|p| p.into_inner());
+    match event {
+        AsyncLoad::Started => guard.staged = Some(Schedule::new()),
+        AsyncLoad::Aborted => guard.staged = None,
+        AsyncLoad::Completed => {
+            if let Some(staged) = guard.staged.take() {
+                guard.live = staged;
+            }
+        }
+    }
+}
+
+/// SWAPDB exchanges the databases' sales: exchange what is scheduled too.
 pub fn on_swapdb(first: i32, second: i32) {
-    with_tracked(|t| {
-        let a = t.remove(&first);
-        let b = t.remove(&second);
-        if let Some(a) = a {
-            t.insert(second, a);
-        }
-        if let Some(b) = b {
-            t.insert(first, b);
-        }
-    });
+    with_live(|s| s.swap_dbs(first, second));
+}
+
+/// Keyspace events that bring a sale to a new name: visit the name at the
+/// next tick (the timer finds out whether it holds a sale).
+pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) {
+    if matches!(event, "rename_to" | "move_to" | "copy_to") {
+        schedule(rawapi::selected_db(ctx), key, 0);
+    }
 }
 
 /// Whether this node may decide on its own: a master, not loading.
@@ -72,75 +116,85 @@ pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Releases the holds of `sale` that ran out at `now_ms`, as one effect.
-pub fn expire_due(c: &Committer, sale: &mut Sale, now_ms: u64) {
+/// Releases at most `max` holds of `sale` that ran out at `now_ms`, as one
+/// effect, oldest first.
+pub fn expire_due(c: &Committer, sale: &mut Sale, now_ms: u64, max: usize) {
     if sale.next_deadline().is_none_or(|d| d > now_ms) {
         return;
     }
-    let due = sale.due_holds(now_ms);
+    let mut due = sale.due_holds(now_ms); due.truncate(max); // SHIM until due_holds takes max
     if let Err(e) = c.commit(sale, &Effect::Expire(due)) {
-        c.ctx.log_warning(&format!("seckill: hold expiry refused: {}", e.0));
+        crate::warn::limited(c.ctx, &format!("seckill: hold expiry refused: {}", e.0));
     }
 }
 
-/// Starts the timer; it re-arms itself from its own callback, and does
-/// nothing on replicas, so a promoted replica starts expiring at once.
+/// Starts the timer; it re-arms itself from its own callback (stopping a
+/// timer from inside it is unsafe on 7.0), and writes nothing on replicas,
+/// so a promoted replica starts expiring at once.
 pub fn start(ctx: &Context) {
     ctx.create_timer(PERIOD, tick, ());
 }
 
 fn tick(ctx: &Context, _: ()) {
-    let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if decides(ctx) {
-            sweep(ctx);
+    let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // Paused writes: a write now would be propagated while clients
+        // are paused, which Redis and Valkey abort on.
+        if !decides(ctx) || ctx.avoid_replication_traffic() {
+            return PERIOD;
         }
+        sweep(ctx)
     }));
-    if guarded.is_err() {
+    let next = next.unwrap_or_else(|_| {
         crate::stats::PANICS.add(1);
-    }
-    ctx.create_timer(PERIOD, tick, ());
+        PERIOD
+    });
+    ctx.create_timer(next, tick, ());
 }
 
-fn sweep(ctx: &Context) {
-    let snapshot: Vec<(i32, Vec<u8>)> =
-        with_tracked(|t| t.iter().flat_map(|(&db, keys)| keys.iter().map(move |k| (db, k.clone()))).collect());
-    if snapshot.is_empty() {
-        return;
-    }
+/// Visits the due sales, earliest deadline first, until the budget is
+/// spent. Returns when to come back.
+fn sweep(ctx: &Context) -> Duration {
+    let started = Instant::now();
     let now = now_ms();
-    for (db, name) in snapshot {
-        if !rawapi::select_db(ctx, db) {
-            untrack(db, &name);
-            continue;
+    while let Some((db, key)) = with_live(|s| s.pop_due(now)) {
+        visit(ctx, db, &key, now);
+        if started.elapsed() >= BUDGET {
+            return BEHIND;
         }
-        let key_name = ctx.create_string(name.as_slice());
-        let key = ctx.open_key_writable(&key_name);
-        let Ok(Some(sale)) = key.get_value::<Sale>(&SALE_TYPE) else {
-            untrack(db, &name);
-            continue;
-        };
-        let before = sale.remaining();
-        let c = Committer { ctx, key: &key_name, origin: Origin::Master, stream: None };
-        expire_due(&c, sale, now);
-        c.notify_stock_edge(before, sale.remaining());
-        if sale.next_deadline().is_none() {
-            untrack(db, &name);
-        }
+    }
+    match with_live(|s| s.next_deadline()) {
+        Some(at) => Duration::from_millis(at.saturating_sub(now)).clamp(Duration::from_millis(1), PERIOD),
+        None => PERIOD,
     }
 }
 
-/// Keyspace events that bring a sale to a new name or a new server.
-pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) {
-    if !matches!(event, "loaded" | "restore" | "rename_to" | "move_to" | "copy_to") {
+/// Releases one chunk of the sale's due holds and schedules its next visit;
+/// forgets a key that no longer holds a sale with holds.
+fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
+    if !rawapi::select_db(ctx, db) {
         return;
     }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let name = ctx.create_string(key);
-        let k = ctx.open_key(&name);
-        if let Ok(Some(sale)) = k.get_value::<Sale>(&SALE_TYPE) {
-            if sale.next_deadline().is_some() {
-                track(rawapi::selected_db(ctx), key);
-            }
+    let name = ctx.create_string(key);
+    // An expiry visit is not an access: it leaves LRU/LFU and stats alone.
+    let k = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
+    let Ok(Some(sale)) = k.get_value::<Sale>(&SALE_TYPE) else {
+        return;
+    };
+    crate::stats::EXPIRY_VISITS.add(1);
+    let stream = match crate::stream::open_for_sale(ctx, sale) {
+        Ok(stream) => stream,
+        Err(_) => {
+            // The stream is not here (a slot migration): try again later
+            // rather than start a second stream on this node.
+            schedule(db, key, now.saturating_add(PERIOD.as_millis() as u64));
+            return;
         }
-    }));
+    };
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &name, origin: Origin::Master, stream: stream.as_ref() };
+    expire_due(&c, sale, now, TIMER_CHUNK);
+    c.notify_stock_edge(before, sale.remaining());
+    if let Some(deadline) = sale.next_deadline() {
+        schedule(db, key, deadline);
+    }
 }

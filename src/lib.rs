@@ -16,12 +16,15 @@ pub mod reconcile;
 pub mod report;
 pub mod reservation;
 pub mod sale;
+pub mod schedule;
 pub mod slot;
 
 #[cfg(feature = "module")]
 mod command_info;
 #[cfg(feature = "module")]
 mod commands;
+#[cfg(feature = "module")]
+mod config;
 #[cfg(feature = "module")]
 mod commit;
 #[cfg(feature = "module")]
@@ -36,6 +39,8 @@ mod reply;
 mod stats;
 #[cfg(feature = "module")]
 mod stream;
+#[cfg(feature = "module")]
+mod warn;
 
 #[cfg(all(feature = "module", not(test)))]
 mod module {
@@ -44,10 +49,21 @@ mod module {
     use crate::commands::*;
     use crate::datatype::SALE_TYPE;
 
-    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+        if let Err(e) = crate::config::apply(&argv) {
+            ctx.log_warning(&format!("seckill: {e}"));
+            return Status::Err;
+        }
         // A short or corrupt RDB payload becomes a load error, not a crash.
         // Keys are signalled as modified only when a command changed them.
-        ctx.set_module_options(ModuleOptions::HANDLE_IO_ERRORS | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED);
+        // A replica may load a new dataset beside the live one (the sales
+        // loaded then are scheduled for expiry once that load completes).
+        ctx.set_module_options(
+            ModuleOptions::HANDLE_IO_ERRORS
+                | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
+                | ModuleOptions::HANDLE_REPL_ASYNC_LOAD,
+        );
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::stats::info));
         if !crate::command_info::register(ctx) {
             ctx.log_warning("seckill: could not set command info (key-specs)");
@@ -55,6 +71,10 @@ mod module {
         }
         if !crate::rawapi::on_swapdb(ctx, crate::expiry::on_swapdb) {
             ctx.log_warning("seckill: could not subscribe to SWAPDB events");
+        }
+        if !crate::rawapi::on_async_load(ctx, crate::expiry::on_async_load) {
+            ctx.log_warning("seckill: could not subscribe to asynchronous load events");
+            return Status::Err;
         }
         crate::expiry::start(ctx);
         Status::Ok
@@ -77,7 +97,7 @@ mod module {
             ["seckill.effect", effect_cmd, "write", 1, 1, 1, ""],
         ],
         event_handlers: [
-            [@GENERIC @LOADED: crate::expiry::on_key_event],
+            [@GENERIC: crate::expiry::on_key_event],
         ],
     }
 }

@@ -80,6 +80,62 @@ pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
     raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
 }
 
+/// Phases of a replica's asynchronous load (`repl-diskless-load swapdb`),
+/// which fills a new dataset beside the live one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncLoad {
+    Started,
+    Aborted,
+    Completed,
+}
+
+/// Calls `callback` at each phase of an asynchronous replica load.
+pub fn on_async_load(ctx: &Context, callback: fn(AsyncLoad)) -> bool {
+    static CALLBACK: std::sync::OnceLock<fn(AsyncLoad)> = std::sync::OnceLock::new();
+    unsafe extern "C" fn trampoline(
+        _ctx: *mut raw::RedisModuleCtx,
+        _eid: raw::RedisModuleEvent,
+        subevent: u64,
+        _data: *mut std::os::raw::c_void,
+    ) {
+        let phase = match subevent {
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => AsyncLoad::Started,
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => AsyncLoad::Aborted,
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => AsyncLoad::Completed,
+            _ => return,
+        };
+        if let Some(cb) = CALLBACK.get() {
+            cb(phase);
+        }
+    }
+    let _ = CALLBACK.set(callback);
+    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+}
+
+/// What an RDB load is for: the key's database and name (full loads and
+/// RESTORE give both; `None` where the server does not say).
+pub fn key_of_io(io: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
+    unsafe {
+        let name = raw::RedisModule_GetKeyNameFromIO?(io);
+        let db = raw::RedisModule_GetDbIdFromIO?(io);
+        if name.is_null() {
+            return None;
+        }
+        let mut len = 0;
+        let ptr = raw::RedisModule_StringPtrLen.unwrap()(name, &mut len);
+        Some((db, std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec()))
+    }
+}
+
+/// The server's state during an RDB load (loading, cluster mode).
+pub fn io_flags(io: *mut raw::RedisModuleIO) -> redis_module::ContextFlags {
+    unsafe {
+        let ctx = raw::RedisModule_GetContextFromIO.unwrap()(io);
+        redis_module::ContextFlags::from_bits_truncate(raw::RedisModule_GetContextFlags.unwrap()(ctx))
+    }
+}
+
 /// RM_Replicate of `cmd key args...`: the key string is passed as it is,
 /// the other arguments are copied once into module strings.
 pub fn replicate<T: AsRef<[u8]>>(ctx: &Context, cmd: &CStr, key: *mut raw::RedisModuleString, args: &[T]) {

@@ -40,11 +40,15 @@ pub static EXPIRED: Counter = Counter::new("holds_expired");
 pub static RECONCILED: Counter = Counter::new("reconcile_calls");
 pub static EFFECTS_APPLIED: Counter = Counter::new("effects_applied");
 pub static EFFECTS_REFUSED: Counter = Counter::new("effects_refused");
+pub static EFFECTS_DENIED: Counter = Counter::new("effects_denied");
+/// Sales the expiry timer opened: due ones only, never idle ones.
+pub static EXPIRY_VISITS: Counter = Counter::new("expiry_visits");
 pub static PANICS: Counter = Counter::new("panics_caught");
 
-static ALL: [&Counter; 18] = [
+static ALL: [&Counter; 20] = [
     &INIT_CREATED, &INIT_EXISTS, &RESERVED, &NO_SALE, &DUPLICATE, &NOT_STARTED, &ENDED, &LIMIT, &SOLD_OUT,
-    &RELEASED, &CONFIRMED, &LATE, &NOT_FOUND, &EXPIRED, &RECONCILED, &EFFECTS_APPLIED, &EFFECTS_REFUSED, &PANICS,
+    &RELEASED, &CONFIRMED, &LATE, &NOT_FOUND, &EXPIRED, &RECONCILED, &EFFECTS_APPLIED, &EFFECTS_REFUSED,
+    &EFFECTS_DENIED, &EXPIRY_VISITS, &PANICS,
 ];
 
 /// The `INFO seckill` section (Redis prefixes each field with `seckill_`).
@@ -53,5 +57,5 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: i32
     for c in ALL {
         raw::add_info_field_long_long(ctx, c.name, c.get() as i64);
     }
-    raw::add_info_field_long_long(ctx, "sales_with_holds_tracked", crate::expiry::tracked() as i64);
+    raw::add_info_field_long_long(ctx, "sales_scheduled_for_expiry", crate::expiry::tracked() as i64);
 }

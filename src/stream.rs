@@ -9,10 +9,11 @@
 use std::os::raw::{c_char, c_int, c_longlong};
 use std::ptr::null_mut;
 
-use redis_module::{raw, Context};
+use redis_module::{raw, Context, ContextFlags};
 
 use crate::effect::Digits;
 use crate::rawapi::ModuleStrings;
+use crate::sale::Sale;
 
 /// One entry: `event <word> rid <id> user <user> qty <qty>`.
 pub struct Entry<'a> {
@@ -72,6 +73,31 @@ impl StreamKey {
     pub fn name(&self) -> *mut raw::RedisModuleString {
         self.name
     }
+
+    fn is_empty(&self) -> bool {
+        unsafe { raw::RedisModule_KeyType.unwrap()(self.key) as isize == raw::REDISMODULE_KEYTYPE_EMPTY }
+    }
+}
+
+/// The error when a sale that has written its stream finds no stream here.
+pub const STREAM_AWAY: &str =
+    "TRYAGAIN the sale's STREAM key is not on this node (slot migration in progress?); retry later";
+
+/// Opens the sale's stream for this call's appends (`None`: the sale has no
+/// stream). The stream key is not among a command's keys, so during a slot
+/// migration Redis cannot redirect a command whose stream moved first. A
+/// sale that wrote its stream before, finding it missing in a cluster,
+/// refuses (TRYAGAIN) rather than start a second stream on this node that
+/// the migration would then collide with.
+pub fn open_for_sale(ctx: &Context, sale: &Sale) -> Result<Option<StreamKey>, &'static str> {
+    let Some(stream) = &sale.config().stream else {
+        return Ok(None);
+    };
+    let key = StreamKey::open(ctx, &stream.key)?;
+    if key.is_empty() && sale.record_count() > 0 && ctx.get_flags().contains(ContextFlags::CLUSTER) {
+        return Err(STREAM_AWAY);
+    }
+    Ok(Some(key))
 }
 
 impl Drop for StreamKey {

@@ -937,8 +937,11 @@ def test_memory_pressure():
 
 
 def test_effect_command_refuses_what_does_not_fit():
-    """SECKILL.EFFECT is internal, but a client can send it: a bad effect changes nothing."""
-    env, c = _env()
+    """SECKILL.EFFECT is internal; where an operator lets clients replay
+    effects (ALLOW-CLIENT-EFFECTS yes), a bad effect changes nothing."""
+    env = Env(moduleArgs='ALLOW-CLIENT-EFFECTS yes', decodeResponses=True)
+    env.skipOnCluster()
+    c = env.getConnection()
     env.assertOk(c.execute_command('SECKILL.INIT', 's', 2))
     _, rid, _ = reserve(c, 's', 'u')
     c.execute_command('SECKILL.CONFIRM', 's', rid)

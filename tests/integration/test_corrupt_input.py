@@ -201,7 +201,9 @@ def _mutate_args(rng, args):
 
 
 def test_corrupt_aof_rewrite_commands_never_crash():
-    env = Env()
+    # The mutants are replayed through a client, which the module allows
+    # only when told to.
+    env = Env(moduleArgs='ALLOW-CLIENT-EFFECTS yes')
     conn = env.getConnection()
     _source_sale(conn, 'src:{a}')
     commands = _rewrite_commands(env, conn)
