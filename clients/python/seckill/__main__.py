@@ -1,0 +1,200 @@
+"""python -m seckill init|worker|reconcile|rebuild|demo
+
+Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0)
+and --db URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL
+URL postgresql://user@host:port/dbname selects PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from typing import List, Optional
+
+DEFAULT_REDIS = 'redis://127.0.0.1:6379/0'
+DEFAULT_DB = 'sqlite:seckill-orders.db'
+
+
+def _redis(url: str):
+    import redis
+    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=10,
+                                health_check_interval=5)
+
+
+def _store(url: str):
+    from .pipeline.store import open_store
+    store = open_store(url)
+    store.create_schema()
+    return store
+
+
+def cmd_init(a: argparse.Namespace) -> int:
+    from .pipeline.reconciler import create_sale
+    from .pipeline.store import SaleConfig
+    from .sale import Sale
+    r, store = _redis(a.redis), _store(a.db)
+    now = Sale(r, a.sale).server_ms()
+    cfg = SaleConfig(key=a.sale, total=a.total, stream=a.stream, shards=a.shards, limit=a.limit,
+                     hold_ms=a.hold_ms, start_ms=a.start_ms, end_ms=a.end_ms,
+                     expires_at_ms=now + a.ttl * 1000 if a.ttl else None, maxlen=a.maxlen,
+                     created_ms=now)
+    created = create_sale(store, r, cfg, replace=a.replace)
+    print('OK' if created else 'EXISTS')
+    return 0
+
+
+def cmd_worker(a: argparse.Namespace) -> int:
+    from .pipeline.faults import Faults
+    from .pipeline.worker import Worker, default_consumer
+    r, store = _redis(a.redis), _store(a.db)
+    sales = [s for s in store.sales() if not a.sale or s.key in a.sale]
+    missing = set(a.sale or ()) - {s.key for s in sales}
+    if missing:
+        print('unknown sale(s) (not in the database): %s' % ', '.join(sorted(missing)),
+              file=sys.stderr)
+        return 2
+    sales = [s for s in sales if s.stream]
+    if not sales:
+        print('no sale with a stream in the database', file=sys.stderr)
+        return 2
+    w = Worker(r, store, sales, group=a.group, consumer=a.consumer or default_consumer(),
+               batch=a.batch, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms,
+               faults=Faults.from_env())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: w.stop())
+    logging.getLogger('seckill.worker').info('worker %s on %s', w.consumer,
+                                             ', '.join(s.key for s in sales))
+    until = time.monotonic() + a.seconds if a.seconds else None
+    st = w.run(until=until)
+    print(json.dumps({'consumer': w.consumer, 'entries': st.entries, 'acked': st.acked,
+                      'claimed': st.claimed, 'db_retries': st.db_retries,
+                      'inserted': st.ledger.inserted, 'replayed': st.ledger.replayed,
+                      'cancelled': st.ledger.cancelled, 'paid': st.ledger.paid}), flush=True)
+    return 0
+
+
+def _print_outcome(out, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(out.as_dict(), default=str), flush=True)
+    else:
+        print('\n'.join(out.lines()), flush=True)
+
+
+def cmd_reconcile(a: argparse.Namespace) -> int:
+    from .pipeline.reconciler import reconcile
+    from .sale import Sale, SaleMissing
+    r, store = _redis(a.redis), _store(a.db)
+    sale = Sale(r, a.sale)
+    rc = 0
+    n = 0
+    while True:
+        try:
+            out = reconcile(store, sale, apply=a.apply, chunk_size=a.chunk)
+        except SaleMissing:
+            print('sale %s does not exist in Redis: run `python -m seckill rebuild --sale %s`'
+                  % (a.sale, a.sale), file=sys.stderr)
+            return 2
+        _print_outcome(out, a.json)
+        rc = 0 if (out.clean or a.apply) and not out.conflicts else 1
+        n += 1
+        if not a.every or (a.rounds and n >= a.rounds):
+            return rc
+        time.sleep(a.every)
+
+
+def cmd_rebuild(a: argparse.Namespace) -> int:
+    from .pipeline.reconciler import rebuild
+    r, store = _redis(a.redis), _store(a.db)
+    try:
+        out = rebuild(store, r, a.sale, chunk_size=a.chunk)
+    except (LookupError, RuntimeError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    _print_outcome(out, a.json)
+    return 1 if out.conflicts else 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    from .pipeline.demo import DemoConfig, run_demo
+    cfg = DemoConfig(db=a.db_kind, buyers=a.buyers, stock=a.stock, hold_ms=a.hold_ms,
+                     duration_s=a.duration, workers=a.workers, out=a.out, seed=a.seed,
+                     progress=not a.no_progress)
+    return run_demo(cfg)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='python -m seckill', description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--redis', default=os.environ.get('SECKILL_REDIS', DEFAULT_REDIS),
+                   help='Redis URL (default: %(default)s)')
+    p.add_argument('--db', default=os.environ.get('SECKILL_DB', DEFAULT_DB),
+                   help='order database URL: sqlite:path.db or postgresql://... (default: %(default)s)')
+    p.add_argument('-v', '--verbose', action='store_true')
+    sub = p.add_subparsers(dest='command', required=True)
+
+    s = sub.add_parser('init', help='create a sale: parameters into the database, then SECKILL.INIT')
+    s.add_argument('--sale', required=True, help='sale key, e.g. sale:{1001}')
+    s.add_argument('--total', type=int, required=True)
+    s.add_argument('--stream', help='stream key (same hash tag), e.g. sale:{1001}:events')
+    s.add_argument('--shards', type=int)
+    s.add_argument('--limit', type=int)
+    s.add_argument('--hold-ms', type=int)
+    s.add_argument('--start-ms', type=int)
+    s.add_argument('--end-ms', type=int)
+    s.add_argument('--ttl', type=int, help='key TTL in seconds')
+    s.add_argument('--maxlen', type=int)
+    s.add_argument('--replace', action='store_true')
+    s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser('worker', help='stream -> order rows (XREADGROUP, commit, XACK)')
+    s.add_argument('--sale', action='append', help='sale key (repeatable; default: every sale in the database)')
+    s.add_argument('--group', default='orders')
+    s.add_argument('--consumer', help='consumer name (default host-pid); reuse it after a restart '
+                   'to take back its pending entries at once')
+    s.add_argument('--batch', type=int, default=100)
+    s.add_argument('--block-ms', type=int, default=500)
+    s.add_argument('--claim-idle-ms', type=int, default=5000,
+                   help="claim other consumers' entries pending longer than this (XAUTOCLAIM)")
+    s.add_argument('--seconds', type=float, help='stop after this long (default: until SIGTERM)')
+    s.set_defaults(func=cmd_worker)
+
+    for name, func, text in (('reconcile', cmd_reconcile, 'compare the sale with the order database'),
+                             ('rebuild', cmd_rebuild, 'recreate a lost sale from the database')):
+        s = sub.add_parser(name, help=text)
+        s.add_argument('--sale', required=True)
+        s.add_argument('--chunk', type=int, default=1000, help='orders per RECONCILE call (default 1000)')
+        s.add_argument('--json', action='store_true')
+        if name == 'reconcile':
+            s.add_argument('--apply', action='store_true', help='repair (default: report only)')
+            s.add_argument('--every', type=float, help='repeat every N seconds')
+            s.add_argument('--rounds', type=int, help='with --every: stop after N rounds')
+        s.set_defaults(func=func)
+
+    s = sub.add_parser('demo', help='a whole flash sale on throwaway servers, with a ledger check')
+    s.add_argument('--db', dest='db_kind', choices=('sqlite', 'postgres'), default='sqlite')
+    s.add_argument('--buyers', type=int, default=5000)
+    s.add_argument('--stock', type=int, default=200)
+    s.add_argument('--hold-ms', type=int, default=4000)
+    s.add_argument('--duration', type=float, default=20.0, help='seconds buyers keep coming')
+    s.add_argument('--workers', type=int, default=2)
+    s.add_argument('--out', default='demo-out', help='folder for the chart and the report')
+    s.add_argument('--seed', type=int, default=1)
+    s.add_argument('--no-progress', action='store_true')
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO,
+                        format='%(asctime)s %(name)s %(levelname)s %(message)s', stream=sys.stderr)
+    return a.func(a)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,561 @@
+"""`python -m seckill demo`: a whole flash sale on throwaway servers.
+
+Starts its own redis-server with the module (and, with --db postgres, its
+own PostgreSQL) on free ports, creates a sale with small stock and a short
+hold, starts worker processes, lets thousands of simulated buyers rush it
+while a payment simulator pays most orders (some too late, some twice),
+kills a worker with SIGKILL midway and restarts it, then checks the ledger
+and writes a chart and a report. Stops everything it started, whatever
+happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..protocol import DUPLICATE, LIMIT, RESERVED, SOLD_OUT
+from ..sale import Sale
+from ..servers import PostgresServer, RedisServer
+from .payment import OUT_PAID, OUT_REFUND, OUT_RETRY, cancel_order, pay
+from .reconciler import create_sale, reconcile
+from .store import CANCELLED, PAID, UNPAID, SaleConfig, open_store
+from .worker import backlog
+
+SALE_KEY = 'sale:{demo}'
+STREAM_KEY = 'sale:{demo}:events'
+
+
+@dataclass
+class DemoConfig:
+    db: str = 'sqlite'
+    buyers: int = 5000
+    stock: int = 200
+    hold_ms: int = 4000
+    duration_s: float = 20.0
+    workers: int = 2
+    out: str = 'demo-out'
+    seed: int = 1
+    progress: bool = True
+    pay_ratio: float = 0.78     # pay in time
+    late_ratio: float = 0.10    # pay around the end of the hold: races the expiry
+    cancel_ratio: float = 0.04  # give the order up (RELEASE)
+    # the rest never pay: their holds run out
+    double_pay_ratio: float = 0.05  # a second, different payment of a paid order
+    buyer_threads: int = 16
+    pay_threads: int = 4
+
+
+class Scheduler:
+    """A heap of (due time, task) run by a pool of threads."""
+
+    def __init__(self, threads: int, name: str):
+        self._heap: List[Tuple[float, int, Callable[[], None]]] = []
+        self._cv = threading.Condition()
+        self._seq = itertools.count()
+        self._stop = False
+        self.running = 0
+        self.errors: List[BaseException] = []
+        self._threads = [threading.Thread(target=self._loop, name='%s-%d' % (name, i), daemon=True)
+                         for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    def at(self, due: float, task: Callable[[], None]) -> None:
+        with self._cv:
+            heapq.heappush(self._heap, (due, next(self._seq), task))
+            self._cv.notify()
+
+    def idle(self) -> bool:
+        with self._cv:
+            return not self._heap and self.running == 0
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop:
+                    if self._heap and self._heap[0][0] <= time.monotonic():
+                        break
+                    timeout = self._heap[0][0] - time.monotonic() if self._heap else 0.2
+                    self._cv.wait(max(0.001, min(timeout, 0.2)))
+                if self._stop:
+                    return
+                _, _, task = heapq.heappop(self._heap)
+                self.running += 1
+            try:
+                task()
+            except BaseException as exc:  # recorded, reported at the end
+                self.errors.append(exc)
+            finally:
+                with self._cv:
+                    self.running -= 1
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        for t in self._threads:
+            t.join(5)
+
+
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    attempts: int = 0
+    reserved: Dict[str, str] = field(default_factory=dict)  # rid -> user
+    sold_out: int = 0
+    limit: int = 0
+    retries: int = 0
+    payments: Dict[Tuple[str, str], Tuple[str, str]] = field(default_factory=dict)  # (rid, ref) -> (outcome, reason)
+    attempted: set = field(default_factory=set)  # (rid, ref)
+    pay_calls: int = 0
+    pay_retries: int = 0
+    late: int = 0
+    cancels: int = 0
+    cancel_too_late: int = 0
+    events: List[Tuple[float, str]] = field(default_factory=list)
+
+
+def _spawn_worker(redis_url: str, db_url: str, name: str, log_path: str) -> subprocess.Popen:
+    cmd = [sys.executable, '-m', 'seckill', '--redis', redis_url, '--db', db_url, 'worker',
+           '--sale', SALE_KEY, '--consumer', name, '--claim-idle-ms', '2000', '--block-ms', '200']
+    logf = open(log_path, 'ab')
+    try:
+        return subprocess.Popen(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+    finally:
+        logf.close()
+
+
+def run_demo(cfg: DemoConfig) -> int:
+    os.makedirs(cfg.out, exist_ok=True)
+    rnd = random.Random(cfg.seed)
+    redis_srv: Optional[RedisServer] = None
+    pg: Optional[PostgresServer] = None
+    store = None
+    workers: Dict[str, subprocess.Popen] = {}
+    buyers_pool: Optional[Scheduler] = None
+    pay_pool: Optional[Scheduler] = None
+    bar = None
+    stop_sampler = threading.Event()
+    sampler = None
+    interrupted = []
+
+    def on_signal(signum, _frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt()
+
+    old_term = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        say = _printer(cfg)
+        say('starting redis-server with the module%s...' % (' and PostgreSQL' if cfg.db == 'postgres' else ''))
+        redis_srv = RedisServer().start()
+        if cfg.db == 'postgres':
+            pg = PostgresServer().start()
+            db_url = pg.create_database('seckill_demo')
+        else:
+            db_path = os.path.abspath(os.path.join(cfg.out, 'orders.db'))
+            for suffix in ('', '-wal', '-shm'):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(db_path + suffix)
+            db_url = 'sqlite://' + db_path
+        store = open_store(db_url)
+        store.create_schema()
+        r = redis_srv.client(max_connections=64)
+        sale = Sale(r, SALE_KEY)
+        scfg = SaleConfig(SALE_KEY, cfg.stock, stream=STREAM_KEY, shards=4, limit=1,
+                          hold_ms=cfg.hold_ms, expires_at_ms=sale.server_ms() + 3600 * 1000)
+        create_sale(store, r, scfg)
+        say('redis-server on port %d, orders in %s' % (redis_srv.port, 'PostgreSQL on port %d' % pg.port
+                                                       if pg else db_path))
+        say('sale %s: %d units, LIMIT 1, HOLD %d ms; %d buyers over %.0f s; %d workers'
+            % (SALE_KEY, cfg.stock, cfg.hold_ms, cfg.buyers, cfg.duration_s, cfg.workers))
+
+        wlog = os.path.join(cfg.out, 'workers.log')
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(wlog)
+        for i in range(1, cfg.workers + 1):
+            workers['w%d' % i] = _spawn_worker(redis_srv.url, db_url, 'w%d' % i, wlog)
+
+        tally = Tally()
+        t0 = time.monotonic()
+        sale_end = t0 + cfg.duration_s
+        buyers_pool = Scheduler(cfg.buyer_threads, 'buyer')
+        pay_pool = Scheduler(cfg.pay_threads, 'pay')
+        ref_seq = itertools.count(1)
+
+        def note(what: str) -> None:
+            with tally.lock:
+                tally.events.append((time.monotonic() - t0, what))
+
+        # -- payments ------------------------------------------------------
+        def pay_task(rid: str, ref: str, tries: int = 0, again: bool = True) -> Callable[[], None]:
+            with tally.lock:
+                tally.attempted.add((rid, ref))
+
+            def run() -> None:
+                res = pay(store, sale, rid, ref)
+                with tally.lock:
+                    tally.pay_calls += 1
+                    if res.outcome == OUT_RETRY:
+                        tally.pay_retries += 1
+                    else:
+                        tally.payments[(rid, ref)] = (res.outcome, res.reason)
+                if res.outcome == OUT_RETRY and tries < 100:
+                    pay_pool.at(time.monotonic() + 0.2, pay_task(rid, ref, tries + 1, again))
+                elif res.outcome == OUT_PAID and again:
+                    # the provider's callback arrives twice: answered PAID again, not charged twice
+                    if rnd.random() < 0.1:
+                        pay_pool.at(time.monotonic() + 0.3, pay_task(rid, ref, 0, False))
+                    # the buyer pays a second time with another card: refunded
+                    if rnd.random() < cfg.double_pay_ratio:
+                        pay_pool.at(time.monotonic() + 0.2,
+                                    pay_task(rid, 'pay-%d' % next(ref_seq), 0, False))
+            return run
+
+        def cancel_task(rid: str) -> Callable[[], None]:
+            def run() -> None:
+                ok = cancel_order(store, sale, rid)
+                with tally.lock:
+                    tally.cancels += ok
+                    tally.cancel_too_late += not ok
+            return run
+
+        def fate(rid: str) -> None:
+            hold = cfg.hold_ms / 1000.0
+            x = rnd.random()
+            now = time.monotonic()
+            if x < cfg.pay_ratio:
+                pay_pool.at(now + rnd.uniform(0.15, 0.85) * hold, pay_task(rid, 'pay-%d' % next(ref_seq)))
+            elif x < cfg.pay_ratio + cfg.late_ratio:
+                with tally.lock:
+                    tally.late += 1
+                pay_pool.at(now + rnd.uniform(0.9, 1.15) * hold, pay_task(rid, 'pay-%d' % next(ref_seq)))
+            elif x < cfg.pay_ratio + cfg.late_ratio + cfg.cancel_ratio:
+                pay_pool.at(now + rnd.uniform(0.1, 0.6) * hold, cancel_task(rid))
+            # else: never pays; the hold runs out
+
+        # -- buyers ------------------------------------------------------------
+        def buyer_task(n: int, attempt: int = 0) -> Callable[[], None]:
+            def run() -> None:
+                user = 'user-%05d' % n
+                res = sale.reserve(user, 1, reqid='ord-%05d-%d' % (n, attempt))
+                with tally.lock:
+                    tally.attempts += 1
+                    tally.retries += attempt > 0
+                    if res.status == RESERVED:
+                        tally.reserved[res.rid] = user
+                    elif res.status == SOLD_OUT:
+                        tally.sold_out += 1
+                    elif res.status == LIMIT:
+                        tally.limit += 1
+                if res.status == RESERVED:
+                    fate(res.rid)
+                elif res.status == SOLD_OUT and attempt < 12:
+                    due = time.monotonic() + rnd.uniform(0.3, 2.5)
+                    if due < sale_end:
+                        buyers_pool.at(due, buyer_task(n, attempt + 1))
+            return run
+
+        for n in range(cfg.buyers):
+            if rnd.random() < 0.6:
+                offset = min(rnd.expovariate(1 / 0.6), 3.0)   # the rush at the opening
+            else:
+                offset = rnd.uniform(0, cfg.duration_s * 0.92)
+            buyers_pool.at(t0 + offset, buyer_task(n))
+
+        # -- sampling and progress -----------------------------------------------
+        samples: List[Dict[str, Any]] = []
+
+        settle_budget = cfg.hold_ms / 1000.0 * 1.5 + 10
+        tty = sys.stderr.isatty()
+        if cfg.progress and tty:
+            with contextlib.suppress(ImportError):
+                from tqdm import tqdm
+                bar = tqdm(total=round(cfg.duration_s), unit='s', desc='flash sale',
+                           bar_format='{desc}: {percentage:3.0f}%|{bar:24}| {n:.0f}/{total:.0f} s {postfix}',
+                           file=sys.stderr, dynamic_ncols=True, mininterval=0.25)
+
+        def sample() -> None:
+            while not stop_sampler.is_set():
+                try:
+                    info = sale.info() or {}
+                    db = store.summary(SALE_KEY)
+                    pend, lag = backlog(r, STREAM_KEY)
+                    s = {'t': time.monotonic() - t0, 'remaining': info.get('remaining', 0),
+                         'pending': info.get('pending', 0), 'confirmed': info.get('confirmed', 0),
+                         'paid': db[PAID]['units'], 'unpaid': db[UNPAID]['units'],
+                         'cancelled': db[CANCELLED]['units'], 'stream_pending': pend,
+                         'lag': lag or 0}
+                    samples.append(s)
+                    orders = sum(v['orders'] for v in db.values())
+                    status = ('stock %d  held %d  paid %d  orders %d  backlog %d'
+                              % (s['remaining'], s['pending'], s['paid'], orders,
+                                 pend + (lag or 0)))
+                    if cfg.progress and not tty and len(samples) % 20 == 1:
+                        print('  %4.1f s  %s' % (s['t'], status), flush=True)
+                    if bar is not None:
+                        bar.n = min(bar.total, s['t'])
+                        bar.set_postfix_str(status, refresh=False)
+                        bar.refresh()
+                except Exception:
+                    pass
+                stop_sampler.wait(0.25)
+
+        sampler = threading.Thread(target=sample, name='sampler', daemon=True)
+        sampler.start()
+
+        # -- the sale runs; a worker is killed and comes back --------------------
+        kill_at = t0 + cfg.duration_s * 0.25
+        restart_at = kill_at + 3.0
+        killed = restarted = False
+        while time.monotonic() < sale_end:
+            now = time.monotonic()
+            if not killed and now >= kill_at:
+                workers['w1'].send_signal(signal.SIGKILL)
+                workers['w1'].wait(5)
+                killed = True
+                note('worker w1 killed (SIGKILL)')
+            if killed and not restarted and now >= restart_at:
+                workers['w1'] = _spawn_worker(redis_srv.url, db_url, 'w1', wlog)
+                restarted = True
+                note('worker w1 restarted')
+            time.sleep(0.05)
+        note('sale window over')
+
+        # -- settle: holds run out, late payments land, workers catch up ------------
+        deadline = time.monotonic() + settle_budget
+        while time.monotonic() < deadline:
+            info = sale.info()
+            pend, lag = backlog(r, STREAM_KEY)
+            if (buyers_pool.idle() and pay_pool.idle() and info['pending'] == 0
+                    and pend == 0 and not lag):
+                db = store.summary(SALE_KEY)
+                if db[UNPAID]['orders'] == 0:
+                    break
+            time.sleep(0.1)
+        settle_s = time.monotonic() - sale_end
+        time.sleep(0.3)
+        stop_sampler.set()
+        sampler.join(2)
+        if bar is not None:
+            bar.n = bar.total
+            bar.refresh()
+            bar.close()
+            bar = None
+        buyers_pool.stop()
+        pay_pool.stop()
+        errors = buyers_pool.errors + pay_pool.errors
+        for name, p in workers.items():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in workers.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(10)
+
+        # -- the ledger check --------------------------------------------------------
+        outcome = reconcile(store, sale)
+        checks, figures = ledger_check(cfg, store, sale, r, tally, outcome, errors)
+        elapsed = time.monotonic() - t0
+        lines = report_lines(cfg, tally, checks, figures, outcome, elapsed, settle_s)
+        print('\n'.join(lines), flush=True)
+        chart = os.path.join(cfg.out, 'sale.png')
+        chart_ok = write_chart(samples, tally.events, cfg, chart)
+        write_report(os.path.join(cfg.out, 'REPORT.md'), cfg, lines, chart if chart_ok else None)
+        print('report: %s%s' % (os.path.join(cfg.out, 'REPORT.md'),
+                                ', chart: %s' % chart if chart_ok else ''), flush=True)
+        return 0 if all(ok for _, ok, _ in checks) else 1
+    except KeyboardInterrupt:
+        print('interrupted: stopping everything', file=sys.stderr)
+        return 130
+    finally:
+        stop_sampler.set()
+        if bar is not None:
+            bar.close()
+        for pool in (buyers_pool, pay_pool):
+            if pool is not None:
+                pool.stop()
+        for p in workers.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        if store is not None:
+            store.close()
+        if redis_srv is not None:
+            redis_srv.stop()
+        if pg is not None:
+            pg.destroy()
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _printer(cfg: DemoConfig) -> Callable[[str], None]:
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+    return say
+
+
+def ledger_check(cfg: DemoConfig, store, sale: Sale, r, tally: Tally, outcome,
+                 errors: List[BaseException]):
+    info = sale.info()
+    db = store.summary(SALE_KEY)
+    orders = store.orders(SALE_KEY)
+    pend, lag = backlog(r, STREAM_KEY)
+    paid_orders = [o for o in orders if o.state == PAID]
+    captured: Dict[str, List[str]] = {}
+    refunds: Dict[str, int] = {}
+    for (rid, ref), (out, reason) in tally.payments.items():
+        if out == OUT_PAID:
+            captured.setdefault(rid, []).append(ref)
+        elif out == OUT_REFUND:
+            refunds[reason] = refunds.get(reason, 0) + 1
+    unresolved = [k for k in _attempted(tally) if k not in tally.payments]
+    resold = max(0, info['released'] - info['remaining'])
+    figures = {
+        'total': info['total'], 'remaining': info['remaining'], 'pending': info['pending'],
+        'confirmed': info['confirmed'], 'released': info['released'], 'expired': info['expired'],
+        'paid_units': db[PAID]['units'], 'paid_orders': db[PAID]['orders'],
+        'unpaid_orders': db[UNPAID]['orders'], 'cancelled_units': db[CANCELLED]['units'],
+        'cancelled_orders': db[CANCELLED]['orders'], 'orders': len(orders),
+        'reserved': len(tally.reserved), 'resold': resold, 'refunds': refunds,
+        'captured': sum(len(v) for v in captured.values()), 'stream_pending': pend,
+        'lag': lag or 0,
+    }
+    paid_by_ref = {o.rid: o.paid_ref for o in paid_orders}
+    checks = [
+        ('no unit oversold',
+         db[PAID]['units'] <= info['total'] and info['invariant'] == 'ok'
+         and info['remaining'] + info['pending'] + info['confirmed'] == info['total'],
+         '%d paid of %d; remaining %d + pending %d + confirmed %d = %d, invariant %s'
+         % (db[PAID]['units'], info['total'], info['remaining'], info['pending'],
+            info['confirmed'], info['remaining'] + info['pending'] + info['confirmed'],
+            info['invariant'])),
+        ('every unit paid or back in stock',
+         info['pending'] == 0 and db[UNPAID]['orders'] == 0
+         and info['confirmed'] + info['remaining'] == info['total'],
+         '%d paid + %d in stock = %d; 0 held, %d unpaid orders'
+         % (info['confirmed'], info['remaining'], info['total'], db[UNPAID]['orders'])),
+        ('units back in stock were sold again',
+         info['released'] == db[CANCELLED]['units'],
+         '%d units went back (%d expired holds, %d released), %d of them sold again, '
+         '%d still in stock' % (info['released'], info['expired'],
+                                info['released'] - info['expired'], resold, info['remaining'])),
+        ('PAID orders in DB == units confirmed in Redis',
+         db[PAID]['units'] == info['confirmed'] and outcome.paid.counts['ok'] == len(paid_orders)
+         and outcome.paid.clean,
+         '%d PAID units, %d confirmed; RECONCILE: %d of %d PAID orders ok'
+         % (db[PAID]['units'], info['confirmed'], outcome.paid.counts['ok'], len(paid_orders))),
+        ('no order paid twice',
+         all(len(v) == 1 for v in captured.values()) and set(captured) == set(paid_by_ref)
+         and all(captured[rid] == [paid_by_ref[rid]] for rid in captured),
+         '%d payments captured for %d PAID orders; %d duplicate callbacks answered PAID '
+         'once more, not charged; refunds: %s'
+         % (sum(len(v) for v in captured.values()), len(paid_orders), _dup_callbacks(tally),
+            ', '.join('%s %d' % kv for kv in sorted(refunds.items())) or 'none')),
+        ('every reservation became exactly one order',
+         set(tally.reserved) == {o.rid for o in orders} and pend == 0 and not lag,
+         '%d reservations, %d orders; stream: %d pending, %d unread'
+         % (len(tally.reserved), len(orders), pend, lag or 0)),
+        ('every payment answered PAID or REFUND',
+         not unresolved and not errors,
+         '%d payments, %d RETRY answers along the way%s'
+         % (len(tally.payments), tally.pay_retries,
+            '; errors: %s' % errors[:3] if errors else '')),
+        ('reconciler finds nothing to repair', outcome.clean and outcome.stuck_units == 0,
+         'PAID %s; UNPAID %d; CANCELLED released/unknown %d'
+         % ('all ok' if outcome.paid.clean else str(outcome.paid.counts),
+            sum(outcome.unpaid.counts.values()),
+            outcome.cancelled.counts['released'] + outcome.cancelled.counts['unknown'])),
+    ]
+    return checks, figures
+
+
+def _attempted(tally: Tally):
+    with tally.lock:
+        return list(tally.attempted)
+
+
+def _dup_callbacks(tally: Tally) -> int:
+    # pay() answers the same (rid, ref) the same way; the tally keeps one
+    # entry per (rid, ref), so duplicates are pay calls beyond those.
+    return max(0, tally.pay_calls - tally.pay_retries - len(tally.payments))
+
+
+def report_lines(cfg: DemoConfig, tally: Tally, checks, figures, outcome, elapsed: float,
+                 settle_s: float) -> List[str]:
+    f = figures
+    lines = [
+        '',
+        'flash sale over in %.1f s (buyers %.0f s, settling %.1f s), database: %s'
+        % (elapsed, cfg.duration_s, settle_s, cfg.db),
+        '  %d buyers made %d reservation attempts: %d reserved, %d sold out, %d refused by LIMIT'
+        % (cfg.buyers, tally.attempts, len(tally.reserved), tally.sold_out, tally.limit),
+        '  payments: %d captured, refunds %s; %d buyers paid late (racing the hold), '
+        '%d cancelled (%d too late to)'
+        % (f['captured'], ', '.join('%s %d' % kv for kv in sorted(f['refunds'].items())) or 'none',
+           tally.late, tally.cancels, tally.cancel_too_late),
+        '  orders: %d PAID (%d units), %d CANCELLED, %d UNPAID'
+        % (f['paid_orders'], f['paid_units'], f['cancelled_orders'], f['unpaid_orders']),
+        '  events: %s' % '; '.join('%.1f s %s' % e for e in tally.events),
+        '',
+        'ledger check:',
+    ]
+    for name, ok, detail in checks:
+        lines.append('  [%s] %s: %s' % ('PASS' if ok else 'FAIL', name, detail))
+    lines.append('ledger check: %s' % ('all %d checks passed' % len(checks)
+                                       if all(ok for _, ok, _ in checks) else 'FAILED'))
+    return lines
+
+
+def write_chart(samples: List[Dict[str, Any]], events, cfg: DemoConfig, path: str) -> bool:
+    if not samples:
+        return False
+    try:
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print('matplotlib is not installed: no chart', file=sys.stderr)
+        return False
+    t = [s['t'] for s in samples]
+    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
+    ax.plot(t, [s['remaining'] for s in samples], label='stock (remaining)', color='#1f77b4')
+    ax.plot(t, [s['pending'] for s in samples], label='pending (held, unpaid)', color='#ff7f0e')
+    ax.plot(t, [s['confirmed'] for s in samples], label='paid (confirmed)', color='#2ca02c')
+    ax.plot(t, [s['cancelled'] for s in samples], label='cancelled orders (units)',
+            color='#7f7f7f', linestyle=':')
+    for when, what in events:
+        ax.axvline(when, color='#d62728' if 'killed' in what else '#999999', linewidth=0.8,
+                   linestyle='--')
+        ax.text(when, ax.get_ylim()[1] * 0.98, ' ' + what, fontsize=7, va='top', rotation=90,
+                color='#444444')
+    ax.set_xlabel('seconds')
+    ax.set_ylabel('units')
+    ax.set_title('flash sale: %d units, hold %.1f s, %d buyers (%s)'
+                 % (cfg.stock, cfg.hold_ms / 1000, cfg.buyers, cfg.db), fontsize=10)
+    ax.legend(fontsize=8, loc='center right')
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True
+
+
+def write_report(path: str, cfg: DemoConfig, lines: List[str], chart: Optional[str]) -> None:
+    with open(path, 'w') as f:
+        f.write('# Flash sale demo (%s)\n\n' % cfg.db)
+        f.write('`python -m seckill demo --db %s --buyers %d --stock %d --hold-ms %d '
+                '--duration %g --workers %d --seed %d`\n\n'
+                % (cfg.db, cfg.buyers, cfg.stock, cfg.hold_ms, cfg.duration_s, cfg.workers,
+                   cfg.seed))
+        if chart:
+            f.write('![the sale over time](%s)\n\n' % os.path.basename(chart))
+        f.write('```text\n%s\n```\n' % '\n'.join(l for l in lines if l.strip()))

@@ -1,0 +1,283 @@
+"""The reconciler: the order database is the truth; make the sale agree.
+
+SECKILL.RECONCILE ... ORDERS classifies ledger rows against the sale (ok =
+confirmed there, pending, released, unknown) and, with APPLY, confirms every
+row it is given. Confirming is one-way (a confirmed unit never returns to
+stock), so only orders that must be confirmed go with APPLY: the PAID ones.
+The orders are sent in three groups, each in chunks of at most `chunk_size`
+rows:
+
+  PAID       must be confirmed.  pending / released / unknown: the CONFIRM
+             was lost (failover) or the sale was lost -> APPLY confirms them
+             (released and unknown take their stock again); `conflict`: the
+             stock cannot cover them any more -> reported, for a human
+             (refund or find the unit): the one case that costs money.
+  UNPAID     report only.  ok: `pay` crashed between CONFIRM and its write ->
+             PAID if a payment was started, else flagged; released: the hold
+             ran out and the worker missed it -> CANCELLED; unknown: Redis
+             lost the reservation -> restored (RESERVE with the same id, a new
+             hold) while its hold would still run, else CANCELLED; pending: fine.
+  CANCELLED  report only.  pending: the RELEASE was lost (failover) -> RELEASE
+             again; ok: a unit confirmed for a cancelled order -> flagged (it
+             stays sold: never oversold, one unit undersold).
+
+Without apply nothing changes (no EXPIRE either): the outcome says what
+apply would do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult
+from ..sale import Sale, SaleMissing
+from .store import CANCELLED, PAID, UNPAID, Order, SaleConfig, Store
+from .worker import DEFAULT_GROUP, ensure_group
+
+log = logging.getLogger('seckill.reconcile')
+
+# Actions, in the order they are applied.
+MARK_PAID = 'mark_paid'            # UNPAID, confirmed in Redis, payment started
+CANCEL = 'cancel'                  # UNPAID, released in Redis
+RESTORE = 'restore'                # UNPAID, unknown in Redis, hold not over
+CANCEL_LOST = 'cancel_lost'        # UNPAID, unknown in Redis, hold over
+RELEASE = 'release'                # CANCELLED, still pending in Redis
+FLAG_CONFIRMED_UNPAID = 'flag_confirmed_unpaid'      # UNPAID, confirmed, no payment
+FLAG_CONFIRMED_CANCELLED = 'flag_confirmed_cancelled'  # CANCELLED, confirmed in Redis
+ACTIONS = (MARK_PAID, CANCEL, RESTORE, CANCEL_LOST, RELEASE,
+           FLAG_CONFIRMED_UNPAID, FLAG_CONFIRMED_CANCELLED)
+
+
+def plan(unpaid: ReconcileResult, cancelled: ReconcileResult, orders: Dict[str, Order],
+         now_ms: int) -> List[Tuple[str, str]]:
+    """The repairs for UNPAID and CANCELLED orders from their (report-only)
+    classification: [(action, rid)]. Plain: no I/O."""
+    out: List[Tuple[str, str]] = []
+    unpaid_ok = _ok_ids(unpaid, [o for o in orders.values() if o.state == UNPAID])
+    for rid in unpaid_ok:
+        out.append((MARK_PAID if orders[rid].payment_ref else FLAG_CONFIRMED_UNPAID, rid))
+    for rid in unpaid.ids['released']:
+        out.append((CANCEL, rid))
+    for rid in unpaid.ids['unknown']:
+        o = orders[rid]
+        over = o.deadline_ms is not None and now_ms >= o.deadline_ms
+        out.append((CANCEL_LOST if over else RESTORE, rid))
+    for rid in cancelled.ids['pending']:
+        out.append((RELEASE, rid))
+    for rid in _ok_ids(cancelled, [o for o in orders.values() if o.state == CANCELLED]):
+        out.append((FLAG_CONFIRMED_CANCELLED, rid))
+    order = {a: i for i, a in enumerate(ACTIONS)}
+    return sorted(out, key=lambda a: order[a[0]])
+
+
+def _ok_ids(result: ReconcileResult, group: List[Order]) -> List[str]:
+    """RECONCILE lists the ids of every class but ok: ok = the rest."""
+    not_ok = set()
+    for ids in result.ids.values():
+        not_ok.update(ids)
+    return [o.rid for o in group if o.rid not in not_ok]
+
+
+@dataclass
+class Outcome:
+    sale: str
+    applied: bool
+    paid: ReconcileResult
+    unpaid: ReconcileResult
+    cancelled: ReconcileResult
+    planned: List[Tuple[str, str]]
+    done: Dict[str, List[str]] = field(default_factory=dict)
+    report: Optional[Dict[str, Any]] = None
+    ledger: Dict[str, Dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def paid_repaired(self) -> List[str]:
+        """PAID orders the sale did not have confirmed (APPLY confirmed them)."""
+        p = self.paid.ids
+        return p['pending'] + p['released'] + p['unknown']
+
+    @property
+    def conflicts(self) -> List[str]:
+        return list(self.paid.ids['conflict'])
+
+    @property
+    def clean(self) -> bool:
+        """Nothing to repair: every PAID order confirmed, no action planned."""
+        return self.paid.clean and not self.planned
+
+    @property
+    def stuck_units(self) -> int:
+        """Units confirmed in Redis without a PAID order (never oversold:
+        undersold by that much). 0 when consistent."""
+        if self.report is None:
+            return 0
+        return self.report['confirmed'] - self.ledger.get(PAID, {}).get('units', 0)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {
+            'sale': self.sale, 'applied': self.applied,
+            'paid': dict(self.paid.counts), 'unpaid': dict(self.unpaid.counts),
+            'cancelled': dict(self.cancelled.counts),
+            'paid_repaired': self.paid_repaired, 'conflicts': self.conflicts,
+            'planned': [list(a) for a in self.planned], 'done': self.done,
+            'report': self.report, 'ledger': self.ledger, 'stuck_units': self.stuck_units,
+        }
+
+    def lines(self) -> List[str]:
+        """A human-readable summary."""
+        verb = 'repaired' if self.applied else 'to repair'
+        out = ['sale %s: %s' % (self.sale, 'clean' if self.clean else
+                                ('repaired' if self.applied else 'needs repair (run with --apply)'))]
+        for name, res in (('PAID', self.paid), ('UNPAID', self.unpaid),
+                          ('CANCELLED', self.cancelled)):
+            out.append('  %-9s orders: %s' % (name, ', '.join(
+                '%s %d' % (c, n) for c, n in res.counts.items() if n or c == 'ok')))
+        if self.paid_repaired:
+            out.append('  PAID orders confirmed again (%s): %d %s' % (
+                verb, len(self.paid_repaired), _few(self.paid_repaired)))
+        if self.conflicts:
+            out.append('  CONFLICT: %d PAID orders the stock cannot cover (refund or find '
+                       'the units): %s' % (len(self.conflicts), _few(self.conflicts, 20)))
+        counts: Dict[str, List[str]] = {}
+        for action, rid in self.planned:
+            counts.setdefault(action, []).append(rid)
+        for action, rids in counts.items():
+            done = self.done.get(action)
+            out.append('  %-25s %d %s%s' % (action, len(rids), _few(rids),
+                                              '' if done is None or not self.applied
+                                              else ' (done %d)' % len(done)))
+        if self.report is not None:
+            r = self.report
+            out.append('  sale: total %d, remaining %d, pending %d, confirmed %d, invariant %s'
+                       % (r['total'], r['remaining'], r['pending'], r['confirmed'],
+                          r['invariant']))
+        if self.ledger:
+            out.append('  ledger: ' + ', '.join('%s %d orders / %d units' % (s, v['orders'], v['units'])
+                                              for s, v in self.ledger.items()))
+        if self.stuck_units:
+            out.append('  units confirmed in Redis without a PAID order: %d' % self.stuck_units)
+        return out
+
+
+def _few(ids: List[str], n: int = 5) -> str:
+    return '[%s%s]' % (', '.join(ids[:n]), ', ...' if len(ids) > n else '')
+
+
+def reconcile(store: Store, sale: Sale, apply: bool = False, chunk_size: int = 1000) -> Outcome:
+    """One reconcile pass over every order of the sale. Raises SaleMissing
+    when the sale is gone from Redis (use rebuild)."""
+    orders = {o.rid: o for o in store.orders(sale.key)}
+    by_state: Dict[str, List[Order]] = {PAID: [], UNPAID: [], CANCELLED: []}
+    for o in orders.values():
+        by_state[o.state].append(o)
+    # PAID first: they have the first claim on the stock.
+    paid = sale.reconcile([o.row() for o in by_state[PAID]], apply=apply, expire=apply,
+                          chunk_size=chunk_size)
+    unpaid = sale.reconcile([o.row() for o in by_state[UNPAID]], chunk_size=chunk_size)
+    cancelled = sale.reconcile([o.row() for o in by_state[CANCELLED]], chunk_size=chunk_size)
+    planned = plan(unpaid, cancelled, orders, sale.server_ms())
+    out = Outcome(sale.key, apply, paid, unpaid, cancelled, planned)
+    if apply:
+        out.done = _execute(store, sale, planned, orders)
+        if out.conflicts:
+            log.error('sale %s: %d PAID orders the stock cannot cover: %s', sale.key,
+                      len(out.conflicts), out.conflicts[:20])
+    out.report = sale.info()
+    out.ledger = store.summary(sale.key)
+    return out
+
+
+def _execute(store: Store, sale: Sale, planned: List[Tuple[str, str]],
+             orders: Dict[str, Order]) -> Dict[str, List[str]]:
+    done: Dict[str, List[str]] = {a: [] for a in ACTIONS}
+    for action, rid in planned:
+        o = orders[rid]
+        if action == MARK_PAID:
+            ok = store.mark_paid(rid)
+        elif action in (CANCEL, CANCEL_LOST):
+            ok = store.cancel(rid, 'released' if action == CANCEL else 'lost')
+        elif action == RESTORE:
+            ok = _restore(store, sale, o)
+        elif action == RELEASE:
+            ok = sale.release(rid).status in (RELEASED, ALREADY_RELEASED)
+        else:
+            log.warning('%s: %s (%s, qty %d)', action, rid, o.user, o.qty)
+            ok = True
+        if ok:
+            done[action].append(rid)
+    return {a: rids for a, rids in done.items() if rids}
+
+
+def _restore(store: Store, sale: Sale, o: Order) -> bool:
+    """An UNPAID order Redis lost: reserve it again under its own id (a new
+    hold); when the sale refuses (sold out, ended, limit) the order is
+    cancelled instead."""
+    current = store.order(o.rid)
+    if current is None or current.state != UNPAID:
+        return False
+    res = sale.reserve(o.user, o.qty, reqid=o.rid)
+    if res.status in (RESERVED, DUPLICATE):
+        got = sale.get(o.rid)
+        if got is not None and got['state'] == 'released':
+            store.cancel(o.rid, 'released')
+            return False
+        if got is not None and got.get('deadline_ms'):
+            store.set_deadline(o.rid, got['deadline_ms'])
+        return True
+    log.info('restore %s: %s; order cancelled', o.rid, res.status)
+    store.cancel(o.rid, 'lost')
+    return False
+
+
+def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
+            group: str = DEFAULT_GROUP) -> Outcome:
+    """Recreates a lost sale from the database alone: INIT with the stored
+    parameters, then a reconcile with apply (PAID orders confirmed, UNPAID
+    ones reserved again or cancelled, CANCELLED ones left out). Refuses
+    when the sale exists (use reconcile)."""
+    cfg = store.load_sale(key)
+    if cfg is None:
+        raise LookupError('sale %r is not in the database' % key)
+    sale = Sale(r, key)
+    if not sale.init(cfg.total, **cfg.init_kwargs(sale.server_ms())):
+        raise RuntimeError('sale %r exists in Redis: use reconcile --apply' % key)
+    if cfg.stream:
+        ensure_group(r, cfg.stream, group)
+    return reconcile(store, sale, apply=True, chunk_size=chunk_size)
+
+
+def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) -> bool:
+    """Stores the sale's parameters, then INIT. The database first, so a
+    sale that exists in Redis can always be rebuilt."""
+    sale = Sale(r, cfg.key)
+    now = sale.server_ms()
+    store.save_sale(cfg if cfg.created_ms else dataclasses.replace(cfg, created_ms=now))
+    created = sale.init(cfg.total, replace=replace, **cfg.init_kwargs(now))
+    if cfg.stream:
+        ensure_group(r, cfg.stream)
+    return created
+
+
+def run_periodic(store: Store, sale: Sale, every_s: float, apply: bool = False,
+                 chunk_size: int = 1000, rounds: Optional[int] = None, stop=None,
+                 on_outcome=None) -> None:
+    """reconcile() every `every_s` seconds (`rounds` times, or until
+    stop.is_set())."""
+    n = 0
+    while rounds is None or n < rounds:
+        try:
+            out = reconcile(store, sale, apply=apply, chunk_size=chunk_size)
+            if on_outcome:
+                on_outcome(out)
+        except SaleMissing:
+            log.error('sale %s is missing in Redis: run rebuild', sale.key)
+        n += 1
+        if stop is not None:
+            if stop.wait(every_s):
+                return
+        else:
+            time.sleep(every_s)

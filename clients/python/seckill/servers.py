@@ -1,0 +1,228 @@
+"""Throwaway local servers for the tests and the demo: redis-server with the
+module, and a PostgreSQL cluster in a temporary folder. Both listen on
+127.0.0.1 on a free port (never 6379) and are stopped by `stop()`.
+
+PostgreSQL refuses to run as root: when we are root, initdb and pg_ctl run
+as the `postgres` user that Debian's package creates (runuser), in a folder
+owned by it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any, List, Optional, Sequence
+
+_REPO_MODULE = os.path.join('target', 'release', 'libredis_seckill.so')
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's pick; never 6379)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+        if port not in (6379, 5432):
+            return port
+
+
+def module_path() -> str:
+    """The built module: $SECKILL_MODULE, else target/release in the
+    repository this package sits in."""
+    env = os.environ.get('SECKILL_MODULE')
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for _ in range(6):
+        cand = os.path.join(here, _REPO_MODULE)
+        if os.path.exists(cand):
+            return cand
+        here = os.path.dirname(here)
+    raise FileNotFoundError('libredis_seckill.so not found: build it (cargo build --release) '
+                            'or set SECKILL_MODULE')
+
+
+def _wait(pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if pred():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.02)
+
+
+class RedisServer:
+    """redis-server with the seckill module, no persistence, in its own
+    temporary folder. `replicaof` is another RedisServer."""
+
+    def __init__(self, module: Optional[str] = None, port: Optional[int] = None,
+                 replicaof: Optional['RedisServer'] = None, args: Sequence[str] = (),
+                 binary: str = 'redis-server'):
+        self.module = module or module_path()
+        self.port = port or free_port()
+        self.replicaof = replicaof
+        self.args = list(args)
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix='seckill-redis-')
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def url(self) -> str:
+        return 'redis://127.0.0.1:%d/0' % self.port
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.dir, 'redis.log')
+
+    def start(self) -> 'RedisServer':
+        cmd = [self.binary, '--port', str(self.port), '--bind', '127.0.0.1',
+               '--loadmodule', self.module, '--dir', self.dir, '--logfile', self.log,
+               '--save', '', '--appendonly', 'no', '--daemonize', 'no',
+               '--repl-diskless-sync-delay', '0', '--enable-debug-command', 'local']
+        if self.replicaof is not None:
+            cmd += ['--replicaof', '127.0.0.1', str(self.replicaof.port)]
+        cmd += self.args
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        c = self.client()
+        try:
+            _wait(lambda: c.ping(), 10, 'redis-server on port %d did not start (%s)'
+                  % (self.port, self.log))
+        finally:
+            c.close()
+        return self
+
+    def client(self, **kw: Any):
+        import redis
+        kw.setdefault('decode_responses', True)
+        kw.setdefault('socket_timeout', 10)
+        return redis.Redis(host='127.0.0.1', port=self.port, **kw)
+
+    def wait_synced(self, timeout: float = 10) -> None:
+        """For a replica: until its link to the master is up."""
+        c = self.client()
+        try:
+            _wait(lambda: c.info('replication').get('master_link_status') == 'up', timeout,
+                  'replica on port %d did not sync' % self.port)
+        finally:
+            c.close()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: what a crash looks like (nothing saved, nothing flushed)."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> 'RedisServer':
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def pg_bindir() -> str:
+    """Debian's PostgreSQL binaries (the highest installed version)."""
+    env = os.environ.get('SECKILL_PG_BINDIR')
+    if env:
+        return env
+    found = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'),
+                   key=lambda p: int(p.split('/')[4]) if p.split('/')[4].isdigit() else 0)
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which('initdb')
+    if initdb:
+        return os.path.dirname(initdb)
+    raise FileNotFoundError('PostgreSQL binaries not found: apt-get install postgresql')
+
+
+class PostgresServer:
+    """A PostgreSQL cluster in a temporary folder, on a free port, trust
+    authentication on 127.0.0.1, user `postgres`. stop() then start()
+    restarts it with its data (a database outage); destroy() removes it."""
+
+    def __init__(self, port: Optional[int] = None, fsync: bool = False):
+        self.bindir = pg_bindir()
+        self.port = port or free_port()
+        self.fsync = fsync
+        self.dir = tempfile.mkdtemp(prefix='seckill-pg-')
+        self.data = os.path.join(self.dir, 'data')
+        self.logfile = os.path.join(self.dir, 'postgres.log')
+        self._as: List[str] = []
+        if os.geteuid() == 0:
+            try:
+                pw = pwd.getpwnam('postgres')
+            except KeyError:
+                raise RuntimeError('running as root needs the postgres user (apt-get install postgresql)')
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+            self._as = ['runuser', '-u', 'postgres', '--']
+        self._initialised = False
+        self.running = False
+
+    def url(self, dbname: str = 'postgres') -> str:
+        return 'postgresql://postgres@127.0.0.1:%d/%s' % (self.port, dbname)
+
+    def _run(self, *cmd: str, timeout: float = 60) -> None:
+        full = self._as + [os.path.join(self.bindir, cmd[0])] + list(cmd[1:])
+        res = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=timeout, cwd=self.dir)
+        if res.returncode != 0:
+            raise RuntimeError('%s failed (%d): %s' % (cmd[0], res.returncode,
+                                                       res.stdout.decode(errors='replace')[-2000:]))
+
+    def start(self) -> 'PostgresServer':
+        if not self._initialised:
+            self._run('initdb', '-D', self.data, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8',
+                      '--locale=C', '--no-sync')
+            self._initialised = True
+        opts = ('-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=%s -c max_connections=100'
+                % (self.port, self.dir, 'on' if self.fsync else 'off'))
+        self._run('pg_ctl', '-D', self.data, '-l', self.logfile, '-o', opts, '-w', '-t', '60',
+                  'start')
+        self.running = True
+        return self
+
+    def stop(self, mode: str = 'fast') -> None:
+        if self.running:
+            self._run('pg_ctl', '-D', self.data, '-m', mode, '-w', '-t', '60', 'stop')
+            self.running = False
+
+    def destroy(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop('immediate')
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute('CREATE DATABASE "%s"' % name.replace('"', ''))
+        return self.url(name)
+
+    def __enter__(self) -> 'PostgresServer':
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.destroy()
