@@ -26,9 +26,21 @@ def _module(env):
 
 
 def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+    """A free port below 55535 (a cluster node's bus port is port + 10000)."""
+    import random
+    while True:
+        port = random.randrange(20000, 55000)
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', port))
+            except OSError:
+                continue
+        with socket.socket() as s:
+            try:
+                s.bind(('127.0.0.1', port + 10000))
+                return port
+            except OSError:
+                continue
 
 
 class Server:
@@ -108,7 +120,14 @@ def test_failover_while_holds_fall_due():
     replica = env.getSlaveConnection()
     _holds(master, 'f:{1}', 40, 300, stream='f:{1}:ev')
     env.assertEqual(master.execute_command('WAIT', 1, 5000), 1)
-    master.execute_command('FAILOVER')
+    # A replica that lags keeps the old master paused (waiting for it to
+    # catch up) while every hold falls due.
+    sleeper = threading.Thread(target=lambda: env.getSlaveConnection().execute_command('DEBUG', 'SLEEP', 1))
+    sleeper.start()
+    time.sleep(0.05)
+    master.set('lag', 1)
+    master.execute_command('FAILOVER', 'TIMEOUT', 5000)
+    sleeper.join()
     # Roles swap; both servers must stay up while holds fall due.
     ok = wait_for(lambda: replica.info('replication')['role'] == 'master', timeout=10)
     env.assertTrue(ok)
@@ -186,6 +205,63 @@ def test_cluster_failover_while_holds_fall_due():
         env.assertTrue(wait_for(lambda: a.conn.info('replication')['role'] == 'slave', timeout=10))
         env.assertIsNone(a.proc.poll())
         env.assertNotContains('ASSERTION FAILED', a.read_log())
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _cluster_pair(env):
+    """Two masters of a cluster of our own, slots split in half."""
+    a = Server(env, '--cluster-enabled', 'yes')
+    b = Server(env, '--cluster-enabled', 'yes')
+    a.conn.execute_command('CLUSTER', 'ADDSLOTSRANGE', 0, 8191)
+    b.conn.execute_command('CLUSTER', 'ADDSLOTSRANGE', 8192, 16383)
+    a.conn.execute_command('CLUSTER', 'MEET', '127.0.0.1', b.port)
+    for n in (a, b):
+        assert wait_for(lambda: 'cluster_state:ok' in n.conn.execute_command('CLUSTER', 'INFO'), timeout=15)
+    return a, b
+
+
+def test_reserve_during_slot_migration_keeps_one_stream():
+    """The stream key is not among RESERVE's keys, so Redis cannot redirect
+    a RESERVE whose stream moved first. The module answers TRYAGAIN rather
+    than start a second stream on the source node."""
+    env = Env(decodeResponses=True)
+    a, b = _cluster_pair(env)
+    try:
+        tag = next(t for t in range(100000)
+                   if a.conn.execute_command('CLUSTER', 'KEYSLOT', '{m%d}' % t) < 8192)
+        key, stream = 'sale:{m%d}' % tag, 'sale:{m%d}:ev' % tag
+        slot = a.conn.execute_command('CLUSTER', 'KEYSLOT', key)
+        a_id, b_id = a.conn.execute_command('CLUSTER', 'MYID'), b.conn.execute_command('CLUSTER', 'MYID')
+        a.conn.execute_command('SECKILL.INIT', key, 100, 'LIMIT', 100, 'STREAM', stream)
+        for i in range(5):
+            env.assertEqual(reserve(a.conn, key, 'u%d' % i)[0], 'RESERVED')
+        # The reshard starts, and moves the stream first.
+        b.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', a_id)
+        a.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', b_id)
+        a.conn.execute_command('MIGRATE', '127.0.0.1', b.port, '', 0, 5000, 'KEYS', stream)
+        try:
+            reserve(a.conn, key, 'late')
+            env.assertTrue(False, message='RESERVE went on without its stream')
+        except redis.ResponseError as e:
+            # redis-py turns TRYAGAIN into TryAgainError and drops the word.
+            env.assertEqual(type(e).__name__, 'TryAgainError', message=str(e))
+            env.assertContains('STREAM key is not on this node', str(e))
+        env.assertEqual(a.conn.execute_command('CLUSTER', 'COUNTKEYSINSLOT', slot), 1)
+        # Sold-out or not, the sale's state did not change on the source.
+        env.assertEqual(info(a.conn, key)['pending'], 5)
+        # The sale follows; with ASKING the target serves it, stream and all.
+        a.conn.execute_command('MIGRATE', '127.0.0.1', b.port, '', 0, 5000, 'KEYS', key)
+        p = b.conn.pipeline(transaction=False)
+        p.execute_command('ASKING')
+        p.execute_command('SECKILL.RESERVE', key, 'late')
+        env.assertEqual(p.execute()[1][0], 'RESERVED')
+        for n in (a, b):
+            n.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'NODE', b_id)
+        env.assertEqual(b.conn.xlen(stream), 6)
+        env.assertEqual(info(b.conn, key)['pending'], 6)
+        env.assertEqual(a.conn.execute_command('CLUSTER', 'COUNTKEYSINSLOT', slot), 0)
     finally:
         a.stop()
         b.stop()
