@@ -205,6 +205,11 @@ pub fn parse_rid<'a>(args: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     }
 }
 
+/// Order rows one RECONCILE takes. A call's work (and, with APPLY, what it
+/// replicates and appends to the stream) grows with its rows: this keeps a
+/// call within a few milliseconds.
+pub const MAX_ORDERS: usize = 1000;
+
 /// One order row from the ledger.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Order<'a> {
@@ -235,7 +240,14 @@ pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>>
                 out.apply = true;
             }
             Some("ORDERS") => {
-                let count = o.number("ORDERS", 1, (args.len() / 3) as u64)? as usize;
+                let count = o.number("ORDERS", 1, u64::MAX)?;
+                if count > MAX_ORDERS as u64 {
+                    return err(&format!("ERR ORDERS takes at most {MAX_ORDERS} rows per call: send the ledger in chunks"));
+                }
+                if count > (args.len() / 3) as u64 {
+                    return err("ERR ORDERS count is more than the rows given");
+                }
+                let count = count as usize;
                 let mut orders = Vec::with_capacity(count);
                 for _ in 0..count {
                     let rid = parse_id("order reservation id", o.value("ORDERS")?)?;

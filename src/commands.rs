@@ -267,14 +267,22 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     if a.expire || a.apply {
         expire_due(&c, sale, now, LAZY_CHUNK);
     }
+    // Each fix is applied as its row is classified (later rows see the stock
+    // earlier fixes took), and the call's fixes go out as one effect.
+    let had_holds = sale.next_deadline().is_some();
     let mut failure = None;
+    let mut fixes = Vec::new();
     let orders = a.orders.as_ref().map(|orders| {
-        reconcile_orders(sale, orders, a.apply, now, |sale, effect| {
-            if let Err(e) = c.commit(sale, &effect) {
+        reconcile_orders(sale, orders, a.apply, now, |sale, effect| match effect.apply(sale) {
+            Ok(()) => fixes.push(effect),
+            Err(e) => {
                 failure.get_or_insert(e);
             }
         })
     });
+    if let Some(batch) = Effect::batch(fixes) {
+        c.publish(sale, &batch, had_holds);
+    }
     if let Some(e) = failure {
         return Err(internal(e));
     }

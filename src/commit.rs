@@ -42,6 +42,15 @@ impl Committer<'_> {
             stats::EFFECTS_REFUSED.add(1);
             return Err(e);
         }
+        self.publish(sale, effect, had_holds);
+        Ok(())
+    }
+
+    /// Propagates an effect already applied to `sale` (`had_holds`: whether
+    /// the sale had holds before). RECONCILE applies its fixes row by row,
+    /// since each row must see the stock the previous ones took, then
+    /// publishes them as one effect.
+    pub fn publish(&self, sale: &Sale, effect: &Effect, had_holds: bool) {
         stats::EFFECTS_APPLIED.add(1);
         // The timer forgets a sale once its holds are gone; it needs it
         // back when they return. Later holds run out later, so a sale that
@@ -61,7 +70,6 @@ impl Committer<'_> {
                 self.append_stream(sale, event, id);
             }
         });
-        Ok(())
     }
 
     /// INIT's effect: creates (or replaces) the sale at the open key, on the

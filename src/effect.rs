@@ -25,6 +25,10 @@ pub enum Effect {
     Expire(Vec<Box<[u8]>>),
     /// A released reservation takes stock again and is confirmed.
     Retake(Box<[u8]>, Vec<Take>),
+    /// RECONCILE APPLY's fixes (Confirm, Retake, confirmed Records), in the
+    /// order of the ledger rows: one replicated command per call, however
+    /// many rows it fixed.
+    Batch(Vec<Effect>),
 }
 
 /// What a write's effect means for notifications and the stream.
@@ -86,11 +90,25 @@ impl Effect {
                 Ok(())
             }
             Effect::Retake(id, takes) => sale.retake(id, takes.clone()),
+            Effect::Batch(fixes) => apply_batch(sale, fixes),
+        }
+    }
+
+    /// One effect for a call's fixes: the fix itself when there is one.
+    pub fn batch(mut fixes: Vec<Effect>) -> Option<Effect> {
+        match fixes.len() {
+            0 => None,
+            1 => fixes.pop(),
+            _ => Some(Effect::Batch(fixes)),
         }
     }
 
     /// Calls `f` with each (event, reservation id) this effect stands for.
     pub fn for_each_event(&self, mut f: impl FnMut(Event, &[u8])) {
+        self.each_event(&mut f);
+    }
+
+    fn each_event(&self, f: &mut dyn FnMut(Event, &[u8])) {
         match self {
             Effect::Init(_) => {}
             Effect::Records(recs) => recs.iter().for_each(|r| {
@@ -105,6 +123,7 @@ impl Effect {
             Effect::Release(id) => f(Event::Released, id),
             Effect::Confirm(id) | Effect::Retake(id, _) => f(Event::Confirmed, id),
             Effect::Expire(ids) => ids.iter().for_each(|id| f(Event::Expired, id)),
+            Effect::Batch(fixes) => fixes.iter().for_each(|fix| fix.each_event(f)),
         }
     }
 
@@ -148,6 +167,14 @@ impl Effect {
                 out.extend([b"RETAKE".to_vec(), id.to_vec()]);
                 push_takes(&mut out, takes);
             }
+            Effect::Batch(fixes) => {
+                out.push(b"BATCH".to_vec());
+                for fix in fixes {
+                    let args = fix.to_args();
+                    out.push(num(args.len() as u64));
+                    out.extend(args);
+                }
+            }
         }
         out
     }
@@ -189,6 +216,23 @@ impl Effect {
                 }
                 Effect::Retake(id, takes)
             }
+            b"BATCH" => {
+                let mut fixes = Vec::new();
+                while !r.done() {
+                    let n = r.u64("batch part", 1, MAX_TOTAL)? as usize;
+                    let part = r.args.get(r.pos..r.pos.saturating_add(n)).ok_or(ArgError::Arity)?;
+                    let fix = Effect::parse(part)?;
+                    if !matches!(fix, Effect::Confirm(_) | Effect::Retake(..) | Effect::Records(_)) {
+                        return Err(ArgError::Msg("ERR a batch holds CONFIRM, RETAKE and RECORDS effects".into()));
+                    }
+                    r.pos += n;
+                    fixes.push(fix);
+                }
+                if fixes.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Batch(fixes)
+            }
             _ => return Err(ArgError::Msg("ERR unknown effect".into())),
         };
         if !r.done() {
@@ -196,6 +240,61 @@ impl Effect {
         }
         Ok(effect)
     }
+}
+
+/// Checks a whole batch before changing anything, so a refused batch
+/// changes nothing: confirmed ids pending, retaken ids released with takes
+/// that add up, no id twice, and every take there at once. The new records
+/// go first (`add_records` checks them whole); after them the retakes and
+/// confirmations cannot fail. The order differs from the master's row
+/// order, but not the result: retakes and confirmations create no records,
+/// and buyer chains are kept in sequence order whatever the order of joins.
+fn apply_batch(sale: &mut Sale, fixes: &[Effect]) -> Result<(), EffectError> {
+    let mut ids = std::collections::HashSet::with_capacity(fixes.len());
+    let mut takes = Vec::new();
+    let mut records = Vec::new();
+    for fix in fixes {
+        match fix {
+            Effect::Confirm(id) => {
+                if sale.get(id).map(|r| r.state()) != Some(State::Pending) {
+                    return Err(EffectError("reservation is not pending"));
+                }
+                ids.insert(id.clone()).then_some(()).ok_or(EffectError("reservation id repeats"))?;
+            }
+            Effect::Retake(id, t) => {
+                let rec = sale.get(id).ok_or(EffectError("no such reservation"))?;
+                let sum = t.iter().try_fold(0u64, |s, t| (t.qty > 0).then(|| s.checked_add(t.qty)).flatten());
+                if !rec.state().is_released() || sum != Some(rec.qty()) {
+                    return Err(EffectError("retake does not fit the reservation"));
+                }
+                ids.insert(id.clone()).then_some(()).ok_or(EffectError("reservation id repeats"))?;
+                takes.extend_from_slice(t);
+            }
+            Effect::Records(recs) => {
+                for rec in recs {
+                    takes.extend_from_slice(&rec.takes);
+                    records.push(rec.clone());
+                }
+            }
+            _ => return Err(EffectError("a batch holds CONFIRM, RETAKE and RECORDS effects")),
+        }
+    }
+    if !sale.buckets().can_take(&takes) {
+        return Err(EffectError("stock is not there to take"));
+    }
+    if !records.is_empty() {
+        sale.add_records(&records)?;
+    }
+    for fix in fixes {
+        match fix {
+            Effect::Retake(id, t) => sale.retake(id, t.clone())?,
+            Effect::Confirm(id) => {
+                sale.confirm(id);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// RESERVE's effect, a new pending record with one take, has a short wire
@@ -390,6 +489,53 @@ mod tests {
         roundtrip(Effect::Retake(b"a".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]));
         roundtrip(Effect::Release(b"a".to_vec().into()));
         roundtrip(Effect::Confirm(b"a".to_vec().into()));
+        roundtrip(Effect::Batch(vec![
+            Effect::Confirm(b"a".to_vec().into()),
+            Effect::Retake(b"b".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]),
+        ]));
+    }
+
+    fn sale_with(total: u64) -> Sale {
+        Sale::new(SaleConfig { total, shards: 1, limit: 10, hold_ms: 0, start_ms: 0, end_ms: u64::MAX, stream: None, tag: 1 })
+    }
+
+    fn record(id: &[u8], qty: u64, state: State) -> Reservation {
+        Reservation {
+            id: id.into(),
+            user: b"u".to_vec().into(),
+            qty,
+            state,
+            created_ms: 1,
+            deadline_ms: 0,
+            takes: if state.is_live() { vec![Take { bucket: 0, qty }] } else { vec![] },
+        }
+    }
+
+    #[test]
+    fn a_batch_applies_whole_or_not_at_all() {
+        let mut sale = sale_with(5);
+        Effect::Records(vec![record(b"p", 1, State::Pending), record(b"r", 2, State::Released)]).apply(&mut sale).unwrap();
+        let before = sale.clone();
+        // The adopted record would take the stock the retake needs too.
+        let too_much = Effect::Batch(vec![
+            Effect::Confirm(b"p".to_vec().into()),
+            Effect::Records(vec![record(b"n", 3, State::Confirmed)]),
+            Effect::Retake(b"r".to_vec().into(), vec![Take { bucket: 0, qty: 2 }]),
+        ]);
+        assert!(too_much.apply(&mut sale).is_err());
+        assert_eq!(sale, before);
+        let repeated = Effect::Batch(vec![Effect::Confirm(b"p".to_vec().into()), Effect::Confirm(b"p".to_vec().into())]);
+        assert!(repeated.apply(&mut sale).is_err());
+        assert_eq!(sale, before);
+        let fits = Effect::Batch(vec![
+            Effect::Confirm(b"p".to_vec().into()),
+            Effect::Records(vec![record(b"n", 2, State::Confirmed)]),
+            Effect::Retake(b"r".to_vec().into(), vec![Take { bucket: 0, qty: 2 }]),
+        ]);
+        fits.apply(&mut sale).unwrap();
+        assert_eq!(sale.remaining(), 0);
+        assert_eq!(sale.tally().confirmed, 5);
+        assert!(sale.invariant_holds());
     }
 
     #[test]
@@ -398,5 +544,9 @@ mod tests {
         assert!(Effect::parse(&[b"RECORDS"]).is_err());
         assert!(Effect::parse(&[b"RELEASE", b"a", b"b"]).is_err());
         assert!(Effect::parse(&[b"INIT", b"1", b"1", b"1", b"0", b"5", b"5", b"0"]).is_err());
+        assert!(Effect::parse(&[b"BATCH"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"2", b"EXPIRE", b"a"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"3", b"CONFIRM", b"a"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"2", b"CONFIRM", b"a", b"x"]).is_err());
     }
 }

@@ -18,8 +18,9 @@ pub struct OrdersReport {
 }
 
 /// Classifies `orders` in order and, with `apply`, hands each fix to
-/// `commit` (which applies it to the sale and replicates it) before the next
-/// row is looked at, so later rows see the stock earlier fixes took.
+/// `commit` (which applies it to the sale) before the next
+/// row is looked at, so later rows see the stock earlier fixes took. The
+/// caller publishes the fixes of one call as one effect (`Effect::Batch`).
 /// For ids the sale knows, its own record (user, qty) is kept.
 pub fn reconcile_orders(
     sale: &mut Sale,

@@ -474,3 +474,34 @@ def test_async_replica_load():
     # Back to a replica of the master, as RLTest set it up.
     replica.execute_command('REPLICAOF', '127.0.0.1', master.connection_pool.connection_kwargs['port'])
     wait_for(lambda: replica.info('replication').get('master_link_status') == 'up', timeout=10)
+
+
+def test_reconcile_apply_is_one_effect_per_call():
+    """RECONCILE APPLY replicates one effect for the whole call (before: one
+    per row), and a call takes at most 1000 rows."""
+    env = Env(useAof=True, decodeResponses=True)
+    conn = env.getConnection()
+    conn.execute_command('SECKILL.INIT', 'r:{1}', 5000, 'LIMIT', 10, 'HOLD', 60000, 'STREAM', 'r:{1}:ev')
+    pending = [reserve(conn, 'r:{1}', 'p%d' % i)[1] for i in range(300)]
+    released = [reserve(conn, 'r:{1}', 'q%d' % i)[1] for i in range(200)]
+    for rid in released:
+        conn.execute_command('SECKILL.RELEASE', 'r:{1}', rid)
+    rows = [(rid, 'p%d' % i, 1) for i, rid in enumerate(pending)]
+    rows += [(rid, 'q%d' % i, 1) for i, rid in enumerate(released)]
+    rows += [('x%d' % i, 'x%d' % i, 1) for i in range(500)]  # unknown here
+    args = [a for row in rows for a in row]
+    env.expect('SECKILL.RECONCILE', 'r:{1}', 'ORDERS', 1001, *(args + ['y', 'y', 1])).error().contains('at most 1000')
+    before = len(_aof_commands(conn))
+    r = conn.execute_command('SECKILL.RECONCILE', 'r:{1}', 'ORDERS', len(rows), *args, 'APPLY')
+    report = dict(zip(r[0::2], r[1::2]))
+    env.assertEqual((report['orders_pending'], report['orders_released'], report['orders_unknown']), (300, 200, 500))
+    env.assertEqual(report['confirmed'], 1000)
+    added = _aof_commands(conn)[before:]
+    effects = [c for c in added if c[0].upper() == b'SECKILL.EFFECT']
+    env.assertEqual(len(effects), 1)
+    env.assertEqual(effects[0][2], b'BATCH')
+    env.assertEqual(sum(1 for c in added if c[0].upper() == b'XADD'), 1000)
+    env.assertEqual(conn.xlen('r:{1}:ev'), 500 + 200 + 1000)
+    want = digest_value(conn, 'r:{1}')
+    env.restartAndReload()
+    env.assertEqual(digest_value(env.getConnection(), 'r:{1}'), want)
