@@ -43,7 +43,11 @@ def cmd_init(a: argparse.Namespace) -> int:
                      hold_ms=a.hold_ms, start_ms=a.start_ms, end_ms=a.end_ms,
                      expires_at_ms=now + a.ttl * 1000 if a.ttl else None, maxlen=a.maxlen,
                      created_ms=now)
-    created = create_sale(store, r, cfg, replace=a.replace)
+    try:
+        created = create_sale(store, r, cfg, replace=a.replace)
+    except RuntimeError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     print('OK' if created else 'EXISTS')
     return 0
 
@@ -51,8 +55,19 @@ def cmd_init(a: argparse.Namespace) -> int:
 def cmd_worker(a: argparse.Namespace) -> int:
     from .pipeline.faults import Faults
     from .pipeline.worker import Worker, default_consumer
-    r, store = _redis(a.redis), _store(a.db)
-    sales = [s for s in store.sales() if not a.sale or s.key in a.sale]
+    from .pipeline.retry import Backoff
+    from .pipeline.store import StoreUnavailable, open_store
+    r, store = _redis(a.redis), open_store(a.db)
+    backoff = Backoff(cap=5.0)
+    while True:  # a worker started while the database is down waits for it
+        try:
+            store.create_schema()
+            all_sales = store.sales()
+            break
+        except StoreUnavailable as exc:
+            logging.getLogger('seckill.worker').warning('database unavailable: %s', exc)
+            time.sleep(backoff.next())
+    sales = [s for s in all_sales if not a.sale or s.key in a.sale]
     missing = set(a.sale or ()) - {s.key for s in sales}
     if missing:
         print('unknown sale(s) (not in the database): %s' % ', '.join(sorted(missing)),

@@ -82,6 +82,8 @@ class DB:
                 yield
             finally:
                 self.pg.start()
+                for s in self._stores:
+                    s.reset()  # this thread's connections; other threads' fail once and retry
         else:
             path = self.url[len('sqlite://'):].split('?')[0]
             conn = sqlite3.connect(path, isolation_level=None, timeout=5)
@@ -117,6 +119,21 @@ def make_sale(store, r, total=10, hold_ms=0, limit=1, key=KEY, stream=STREAM, **
     cfg = SaleConfig(key, total, stream=stream, limit=limit, hold_ms=hold_ms or None, **kw)
     create_sale(store, r, cfg)
     return store.load_sale(key)
+
+
+def orders_for(db, r, n, total=None, hold_ms=0, limit=1):
+    """A sale with n reservations o0..o(n-1) (users u0..), their orders
+    written by a worker: (store, sale, worker)."""
+    from seckill import Sale
+    from seckill.pipeline.worker import Worker
+    store = db.store()
+    cfg = make_sale(store, r, total=total or n, hold_ms=hold_ms, limit=limit)
+    sale = Sale(r, KEY)
+    for i in range(n):
+        assert sale.reserve('u%d' % i, reqid='o%d' % i).status == 'RESERVED'
+    w = Worker(r, store, [cfg], consumer='w')
+    w.drain()
+    return store, sale, w
 
 
 class Procs:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..protocol import DUPLICATE, LIMIT, RESERVED, SOLD_OUT
+from ..protocol import LIMIT, RESERVED, SOLD_OUT
 from ..sale import Sale
 from ..servers import PostgresServer, RedisServer
 from .payment import OUT_PAID, OUT_REFUND, OUT_RETRY, cancel_order, pay

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from ..protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
 from ..sale import Sale, SaleMissing

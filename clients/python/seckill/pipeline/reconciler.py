@@ -31,7 +31,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult
 from ..sale import Sale, SaleMissing
@@ -251,10 +251,23 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
 
 
 def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) -> bool:
-    """Stores the sale's parameters, then INIT. The database first, so a
-    sale that exists in Redis can always be rebuilt."""
+    """Stores the sale's parameters, then INIT (the database first, so a sale
+    that exists in Redis can always be rebuilt). Idempotent like INIT: when
+    the database already has the sale, nothing changes (False), and a sale
+    the database has but Redis lost is refused (rebuild it, with its
+    orders). `replace` overwrites both: a new round on the same key (its
+    old orders would then be `unknown`: prefer a new key per round)."""
     sale = Sale(r, cfg.key)
     now = sale.server_ms()
+    if not replace:
+        known = store.load_sale(cfg.key)
+        if known is not None:
+            if sale.info() is None:
+                raise RuntimeError('sale %r is in the database but not in Redis: use rebuild'
+                                   % cfg.key)
+            if known.stream:
+                ensure_group(r, known.stream)
+            return False
     store.save_sale(cfg if cfg.created_ms else dataclasses.replace(cfg, created_ms=now))
     created = sale.init(cfg.total, replace=replace, **cfg.init_kwargs(now))
     if cfg.stream:

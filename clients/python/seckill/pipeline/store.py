@@ -201,6 +201,11 @@ class Store:
             with contextlib.suppress(Exception):
                 conn.close()
 
+    def reset(self) -> None:
+        """Drops this thread's connection: the next call opens a new one
+        (after a database restart, instead of failing once)."""
+        self._drop()
+
     def close(self) -> None:
         with self._lock:
             conns, self._all_conns = self._all_conns, []

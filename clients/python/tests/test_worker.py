@@ -1,0 +1,184 @@
+"""The stream worker under crashes, kills, database outages and
+concurrency, on SQLite and PostgreSQL. Workers that get killed run as real
+processes (python -m seckill worker)."""
+
+import json
+import threading
+import time
+
+from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
+from seckill import Sale
+from seckill.pipeline.faults import EXIT_CODE
+from seckill.pipeline.payment import pay
+from seckill.pipeline.retry import Backoff
+from seckill.pipeline.worker import Worker, backlog
+
+
+def group_pending(r):
+    """{consumer: pending count} of the orders group."""
+    return {c['name']: int(c['pending']) for c in r.xinfo_consumers(STREAM, 'orders')}
+
+
+def row_count(store):
+    with store.tx(write=False) as t:
+        return t.one('SELECT COUNT(*) FROM seckill_orders')[0]
+
+
+def drained(r):
+    pend, lag = backlog(r, STREAM)
+    return pend == 0 and lag == 0
+
+
+def last_json(text):
+    lines = [l for l in text.splitlines() if l.startswith('{')]
+    return json.loads(lines[-1]) if lines else None
+
+
+def test_worker_writes_every_event(db, r):
+    store = db.store()
+    cfg = make_sale(store, r, total=10, hold_ms=1500, limit=1)
+    sale = Sale(r, KEY)
+    for i in range(6):
+        assert sale.reserve('u%d' % i, reqid='o%d' % i).status == 'RESERVED'
+    w = Worker(r, store, [cfg], consumer='w')
+    w.drain()
+    assert {o.rid: o.state for o in store.orders(KEY)} == {'o%d' % i: 'UNPAID' for i in range(6)}
+    assert pay(store, sale, 'o0', 'p0').outcome == 'PAID'
+    sale.release('o1')
+    time.sleep(1.7)  # o2..o5 expire
+    w.drain()
+    states = {o.rid: (o.state, o.cancel_reason) for o in store.orders(KEY)}
+    assert states['o0'] == ('PAID', None)
+    assert states['o1'] == ('CANCELLED', 'released')
+    assert all(states['o%d' % i] == ('CANCELLED', 'expired') for i in range(2, 6))
+    assert drained(r)
+    assert w.stats.ledger.inserted == 6 and w.stats.acked == w.stats.entries
+
+
+def test_crash_between_commit_and_xack_makes_no_duplicate(db, r, redis_server, procs):
+    store = db.store()
+    make_sale(store, r, total=50)
+    sale = Sale(r, KEY)
+    for i in range(20):
+        sale.reserve('u%d' % i, reqid='o%d' % i)
+    p = procs.worker(redis_server.url, db.url, 'w1', fault='after_commit:1')
+    assert p.wait(30) == EXIT_CODE
+    # Committed, not acknowledged: the orders exist and the entries are pending.
+    assert row_count(store) == 20
+    assert group_pending(r) == {'w1': 20}
+    # The same consumer comes back: its pending entries are delivered again
+    # and replayed without a second row.
+    procs.worker(redis_server.url, db.url, 'w1')
+    wait_for(lambda: drained(r), what='the replay')
+    for i in range(20, 30):
+        sale.reserve('u%d' % i, reqid='o%d' % i)
+    wait_for(lambda: row_count(store) == 30 and drained(r), what='new entries')
+    procs.stop_all()
+    assert row_count(store) == 30
+    assert {o.rid for o in store.orders(KEY)} == {'o%d' % i for i in range(30)}
+    stats = last_json(procs.log('w1'))
+    assert stats['replayed'] == 20 and stats['inserted'] == 10
+
+
+def test_killed_consumers_pending_entries_are_claimed(db, r, redis_server, procs):
+    """A worker is SIGKILLed holding delivered entries it could not commit
+    (the database was down); another worker claims them with XAUTOCLAIM."""
+    store = db.store()
+    cfg = make_sale(store, r, total=100)
+    sale = Sale(r, KEY)
+    doomed = procs.worker(redis_server.url, db.url, 'doomed')
+    wait_for(lambda: 'doomed' in group_pending(r), what='the worker to join the group')
+    with db.outage():
+        for i in range(30):
+            sale.reserve('u%d' % i, reqid='o%d' % i)
+        # It holds the entries of the batch it cannot commit (the rest wait unread).
+        held = wait_for(lambda: group_pending(r).get('doomed'), what='delivery to doomed')
+        time.sleep(0.3)
+        held = group_pending(r)['doomed']
+        doomed.kill()
+        doomed.wait(10)
+    assert row_count(store) == 0
+    w = Worker(r, store, [cfg], consumer='alive', claim_idle_ms=300)
+    time.sleep(0.35)
+    w.drain()
+    assert w.stats.claimed == held >= 1
+    assert {o.rid for o in store.orders(KEY)} == {'o%d' % i for i in range(30)}
+    assert drained(r)
+    assert group_pending(r).get('doomed', 0) == 0
+
+
+def test_killed_before_commit_by_fault_then_claimed(db, r, redis_server, procs):
+    store = db.store()
+    cfg = make_sale(store, r, total=100)
+    sale = Sale(r, KEY)
+    for i in range(12):
+        sale.reserve('u%d' % i, reqid='o%d' % i)
+    p = procs.worker(redis_server.url, db.url, 'dies', fault='after_read:1')
+    assert p.wait(30) == EXIT_CODE
+    assert group_pending(r) == {'dies': 12} and row_count(store) == 0
+    w = Worker(r, store, [cfg], consumer='other', claim_idle_ms=200)
+    time.sleep(0.25)
+    w.drain()
+    assert w.stats.claimed == 12 and row_count(store) == 12 and drained(r)
+
+
+def test_database_down_loses_nothing(db, r):
+    store = db.store()
+    cfg = make_sale(store, r, total=200, hold_ms=0, limit=1)
+    wstore = db.store(**({'timeout': 0.2} if db.kind == 'sqlite' else {}))
+    w = Worker(r, wstore, [cfg], consumer='w', block_ms=100, backoff=Backoff(0.05, 0.4))
+    sale = Sale(r, KEY)
+    with WorkerThread(w):
+        for i in range(10):
+            sale.reserve('u%d' % i, reqid='o%d' % i)
+        wait_for(lambda: row_count(store) == 10, what='the first orders')
+        with db.outage():
+            for i in range(10, 60):
+                sale.reserve('u%d' % i, reqid='o%d' % i)
+            for i in range(0, 60, 5):
+                sale.release('o%d' % i)
+            wait_for(lambda: w.stats.db_retries >= 3, what='retries')
+            pend, lag = backlog(r, STREAM)
+            assert pend + lag > 0   # waiting in the stream, not lost
+        wait_for(lambda: drained(r) and row_count(store) == 60, timeout=30, what='catch-up')
+        wait_for(lambda: store.summary(KEY)['CANCELLED']['orders'] == 12, what='cancels')
+    for o in store.orders(KEY):
+        want = 'CANCELLED' if int(o.rid[1:]) % 5 == 0 else 'UNPAID'
+        assert o.state == want, o
+        assert Sale(r, KEY).get(o.rid)['state'] == ('released' if want == 'CANCELLED' else 'pending')
+    assert w.stats.db_retries >= 3
+
+
+def test_several_workers_at_once(db, r, redis_server, procs):
+    store = db.store()
+    make_sale(store, r, total=1000, limit=1)
+    for name in ('w1', 'w2', 'w3'):
+        procs.worker(redis_server.url, db.url, name, claim_idle_ms=1000)
+    wait_for(lambda: len(group_pending(r)) == 3, what='three consumers')
+    sale = Sale(r, KEY)
+    n = 300
+
+    def buyers(lo, hi):
+        s = Sale(redis_server.client(), KEY)
+        for i in range(lo, hi):
+            s.reserve('u%d' % i, reqid='o%d' % i)
+            if i % 4 == 0:
+                s.release('o%d' % i)
+
+    threads = [threading.Thread(target=buyers, args=(k * n // 4, (k + 1) * n // 4)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_for(lambda: row_count(store) == n and drained(r), timeout=30, what='all orders')
+    wait_for(lambda: store.summary(KEY)['CANCELLED']['orders'] == n // 4, what='cancels')
+    procs.stop_all()
+    orders = store.orders(KEY)
+    assert len(orders) == n and len({o.rid for o in orders}) == n
+    for o in orders:
+        assert o.state == ('CANCELLED' if int(o.rid[1:]) % 4 == 0 else 'UNPAID')
+    per_worker = [last_json(procs.log(nm)) for nm in ('w1', 'w2', 'w3')]
+    assert sum(s['entries'] for s in per_worker) >= n + n // 4
+    assert sum(s['inserted'] for s in per_worker) + sum(s['cancelled'] for s in per_worker) >= n
+    assert sum(1 for s in per_worker if s['entries'] > 0) >= 2
+    assert sale.info()['invariant'] == 'ok'
