@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import KEY, STREAM, make_sale, orders_for
+from conftest import KEY, STREAM, WorkerThread, make_sale, orders_for, wait_for
 from seckill import Sale
 from seckill.pipeline.faults import Crash, Faults
 from seckill.pipeline.payment import pay
@@ -195,3 +195,20 @@ def test_cli_reconcile_exit_codes(db, r, redis_server):
     r.flushall()
     res = subprocess.run(cli, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and 'rebuild' in res.stderr
+
+
+def test_a_running_worker_survives_flushall_and_rebuild(db, r):
+    store = db.store()
+    cfg = make_sale(store, r, total=5, hold_ms=60_000, limit=2)
+    sale = Sale(r, KEY)
+    w = Worker(r, store, [cfg], consumer='w', block_ms=1000)
+    with WorkerThread(w):
+        sale.reserve('u1', reqid='a')
+        wait_for(lambda: store.order('a') is not None, what='order a')
+        r.flushall()   # unblocks the worker's XREADGROUP: "UNBLOCKED", then NOGROUP
+        wait_for(lambda: w.stats.redis_retries >= 1, what='the worker to notice')
+        out = rebuild(store, r, KEY)
+        assert out.done == {RESTORE: ['a']}
+        sale.reserve('u2', reqid='b')
+        wait_for(lambda: store.order('b') is not None, what='order b after the rebuild')
+    assert w.stats.ledger.collisions == 0 and len(store.orders(KEY)) == 2

@@ -41,8 +41,8 @@ class DemoConfig:
     db: str = 'sqlite'
     buyers: int = 5000
     stock: int = 200
-    hold_ms: int = 4000
-    duration_s: float = 20.0
+    hold_ms: int = 6000
+    duration_s: float = 30.0
     workers: int = 2
     out: str = 'demo-out'
     seed: int = 1
@@ -282,7 +282,7 @@ def run_demo(cfg: DemoConfig) -> int:
             with contextlib.suppress(ImportError):
                 from tqdm import tqdm
                 bar = tqdm(total=round(cfg.duration_s), unit='s', desc='flash sale',
-                           bar_format='{desc}: {percentage:3.0f}%|{bar:24}| {n:.0f}/{total:.0f} s {postfix}',
+                           bar_format='{desc}: {percentage:3.0f}%|{bar:24}| {n:.0f}/{total:.0f} s{postfix}',
                            file=sys.stderr, dynamic_ncols=True, mininterval=0.25)
 
         def sample() -> None:

@@ -147,7 +147,7 @@ class Worker:
                 if not _redis_transient(exc):
                     raise
                 self.stats.redis_retries += 1
-                if 'NOGROUP' in str(exc):
+                if str(exc).startswith(('NOGROUP', 'UNBLOCKED')):
                     log.warning('consumer group gone (sale lost or flushed?): recreating')
                     self._groups_ready = False
                     self._own_pending = True
@@ -296,6 +296,6 @@ def _redis_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, redis.ResponseError):
         msg = str(exc)
-        return msg.startswith(('NOGROUP', 'LOADING', 'MASTERDOWN', 'READONLY', 'TRYAGAIN',
-                               'BUSY'))
+        return msg.startswith(('NOGROUP', 'UNBLOCKED', 'LOADING', 'MASTERDOWN', 'READONLY',
+                               'TRYAGAIN', 'BUSY'))
     return False
