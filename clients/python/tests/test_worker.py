@@ -3,6 +3,8 @@ concurrency, on SQLite and PostgreSQL. Workers that get killed run as real
 processes (python -m seckill worker)."""
 
 import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -182,3 +184,29 @@ def test_several_workers_at_once(db, r, redis_server, procs):
     assert sum(s['inserted'] for s in per_worker) + sum(s['cancelled'] for s in per_worker) >= n
     assert sum(1 for s in per_worker if s['entries'] > 0) >= 2
     assert sale.info()['invariant'] == 'ok'
+
+
+def test_one_worker_several_sales(db, r):
+    store = db.store()
+    a = make_sale(store, r, total=5, key='sale:{a}', stream='sale:{a}:ev')
+    b = make_sale(store, r, total=5, key='sale:{b}', stream='sale:{b}:ev')
+    for key, prefix in (('sale:{a}', 'a'), ('sale:{b}', 'b')):
+        s = Sale(r, key)
+        for i in range(3):
+            s.reserve('u%d' % i, reqid='%s%d' % (prefix, i))
+    Sale(r, 'sale:{b}').release('b1')
+    w = Worker(r, store, [a, b], consumer='w')
+    w.drain()
+    assert [(o.rid, o.state) for o in store.orders('sale:{a}')] == \
+        [('a0', 'UNPAID'), ('a1', 'UNPAID'), ('a2', 'UNPAID')]
+    assert [(o.rid, o.state) for o in store.orders('sale:{b}')] == \
+        [('b0', 'UNPAID'), ('b1', 'CANCELLED'), ('b2', 'UNPAID')]
+
+
+def test_workers_starting_together_on_an_empty_database(db):
+    """Schema creation from several processes at once (PostgreSQL's catalog
+    race for CREATE TABLE IF NOT EXISTS: without a lock it fails)."""
+    runs = [subprocess.Popen([sys.executable, '-c',
+                              'from seckill.pipeline.store import open_store; '
+                              'open_store(%r).create_schema()' % db.url]) for _ in range(4)]
+    assert [p.wait(60) for p in runs] == [0, 0, 0, 0]

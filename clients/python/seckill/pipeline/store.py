@@ -242,7 +242,12 @@ class Store:
 
     # -- schema and sales ---------------------------------------------
     def create_schema(self) -> None:
+        """CREATE ... IF NOT EXISTS, so any process may call it at start."""
         with self.tx() as t:
+            if self.kind == 'postgres':
+                # Concurrent CREATE TABLE IF NOT EXISTS can collide in PostgreSQL's
+                # catalog: workers starting together take turns.
+                t.run('SELECT pg_advisory_xact_lock(74310)')
             for stmt in SCHEMA:
                 t.run(stmt)
 
