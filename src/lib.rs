@@ -16,6 +16,7 @@ pub mod reconcile;
 pub mod report;
 pub mod reservation;
 pub mod sale;
+pub mod seq_index;
 pub mod schedule;
 pub mod slot;
 

@@ -51,7 +51,8 @@ use crate::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, Str
 /// Cases per property; `PROPTEST_CASES=n` runs more (a long soak).
 const CASES: u32 = 256;
 
-fn pt_config() -> PtConfig {
+/// The configuration of every property in the crate.
+pub(crate) fn pt_config() -> PtConfig {
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(CASES);
     // No regression files: this suite must not write outside its own source.
     PtConfig { cases, failure_persistence: None, ..PtConfig::default() }
