@@ -10,15 +10,22 @@
 //! generated ids (`<tag>-<seq>`) are not stored at all; the two indexes hold
 //! only sequence numbers; hold deadlines follow creation order, so expiry
 //! needs a cursor, not a queue.
+//!
+//! Time: no command's cost grows with the size of the sale or with the
+//! buyer's own reservations. The indexes grow incrementally (`SeqIndex`),
+//! records and arena grow in chunks that never move, a buyer's live
+//! quantity is a counter and its records a doubly linked chain, and the hold
+//! cursor skips chunks without holds.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::ops::{Index, IndexMut};
 
-use hashbrown::hash_table::Entry;
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
 
 use crate::buckets::{Buckets, Take};
 use crate::reservation::{valid_id, NewRecord, Reservation, State};
+use crate::seq_index::SeqIndex;
 
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
 pub const MAX_SHARDS: u32 = 1024;
@@ -93,26 +100,234 @@ pub struct Tally {
 const NONE: u32 = u32::MAX;
 /// `Record::id` of a generated id, `<tag>-<seq>`.
 const GENERATED: u32 = u32::MAX;
+
+// `Record::meta`: quantity, bucket, state and deadline flag in one word, so
+// that both chain links fit in 32 bytes.
+const QTY_MASK: u64 = (1 << 50) - 1;
+const BUCKET_SHIFT: u32 = 50;
+const BUCKET_MASK: u64 = 0x7ff;
+const STATE_SHIFT: u32 = 61;
+const DEADLINE_BIT: u64 = 1 << 63;
 /// `Record::bucket` when the stock came from several buckets.
-const MULTI: u16 = u16::MAX;
+const MULTI: u16 = BUCKET_MASK as u16;
+const _: () = assert!(MAX_TOTAL <= QTY_MASK && (MAX_SHARDS as u64) < BUCKET_MASK);
+const _: () = assert!(std::mem::size_of::<Record>() == 32);
 
 /// One reservation, 32 bytes.
 #[derive(Clone, Copy, Debug)]
 struct Record {
-    qty: u64,
+    /// Quantity (50 bits: `MAX_TOTAL` fits), the one bucket the stock came
+    /// from or `MULTI` (11 bits, see `multi_takes`), state (2 bits), and
+    /// whether the hold runs out (at `created_ms + hold_ms`).
+    meta: u64,
     created_ms: u64,
-    /// Arena offset of the user id.
+    /// Arena offset of the user id; shared by the records of a buyer's chain.
     user: u32,
     /// Arena offset of the client id, or `GENERATED`.
     id: u32,
-    /// The buyer's previous live record (live records form a chain per
-    /// buyer, newest first), or `NONE`.
+    /// The buyer's previous (older) live record, or `NONE`. Live records
+    /// form a chain per buyer, newest first.
     prev_live: u32,
-    /// The one bucket the stock came from, or `MULTI` (see `multi_takes`).
-    bucket: u16,
-    state: State,
-    /// The hold runs out at `created_ms + hold_ms`.
-    has_deadline: bool,
+    /// The buyer's next (newer) live record. The newest has none: there it
+    /// is the buyer's slot in `Sale::chain_qty` when the chain has 2+
+    /// records, `NONE` otherwise (the buyer's quantity is its own).
+    next_live: u32,
+}
+
+impl Record {
+    fn new(qty: u64, bucket: u16, state: State, has_deadline: bool, created_ms: u64, id: u32) -> Record {
+        let mut r = Record { meta: qty & QTY_MASK, created_ms, user: NONE, id, prev_live: NONE, next_live: NONE };
+        r.set_bucket(bucket);
+        r.set_state(state);
+        if has_deadline {
+            r.meta |= DEADLINE_BIT;
+        }
+        r
+    }
+
+    fn qty(&self) -> u64 {
+        self.meta & QTY_MASK
+    }
+
+    fn bucket(&self) -> u16 {
+        ((self.meta >> BUCKET_SHIFT) & BUCKET_MASK) as u16
+    }
+
+    fn set_bucket(&mut self, bucket: u16) {
+        self.meta = (self.meta & !(BUCKET_MASK << BUCKET_SHIFT)) | ((u64::from(bucket) & BUCKET_MASK) << BUCKET_SHIFT);
+    }
+
+    fn state(&self) -> State {
+        match (self.meta >> STATE_SHIFT) & 3 {
+            0 => State::Pending,
+            1 => State::Confirmed,
+            2 => State::Released,
+            _ => State::Expired,
+        }
+    }
+
+    fn set_state(&mut self, state: State) {
+        self.meta = (self.meta & !(3 << STATE_SHIFT)) | (u64::from(state.code() & 3) << STATE_SHIFT);
+    }
+
+    fn has_deadline(&self) -> bool {
+        self.meta & DEADLINE_BIT != 0
+    }
+
+    /// A pending record whose hold can run out.
+    fn is_hold(&self) -> bool {
+        self.has_deadline() && self.state() == State::Pending
+    }
+}
+
+/// Elements per chunk of a `Chunked` (records: 128 KiB).
+const CHUNK_BITS: u32 = 12;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// A vector kept in chunks of `CHUNK` elements, so growing never moves what
+/// is stored. A doubling `Vec` copies everything when it grows (the
+/// module's allocator has no realloc: a growth is allocate, copy, free):
+/// 64 MiB of records at 2M reservations in one command, every client
+/// waiting, and up to half of the new block unused afterwards. Chunks waste
+/// at most one chunk; the first grows like a `Vec`, so a small sale stays
+/// small.
+#[derive(Clone, Debug)]
+struct Chunked<T> {
+    chunks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Chunked<T> {
+    fn new() -> Chunked<T> {
+        Chunked { chunks: Vec::new(), len: 0 }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
+    }
+
+    fn last(&self) -> Option<&T> {
+        self.chunks.last()?.last()
+    }
+
+    fn push(&mut self, v: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => {
+                if c.len() == c.capacity() {
+                    c.reserve_exact((c.capacity() * 2).clamp(4, CHUNK) - c.len());
+                }
+                c.push(v);
+            }
+            _ => {
+                let mut c = Vec::with_capacity(if self.chunks.is_empty() { 4 } else { CHUNK });
+                c.push(v);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Room for `n` elements in the first chunk (the rest come a chunk at a
+    /// time anyway).
+    fn reserve_first(&mut self, n: usize) {
+        if self.chunks.is_empty() && n > 0 {
+            self.chunks.push(Vec::with_capacity(n.min(CHUNK)));
+        }
+    }
+
+    fn shrink_last(&mut self) {
+        if let Some(c) = self.chunks.last_mut() {
+            c.shrink_to_fit();
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        let each = std::mem::size_of::<T>();
+        self.chunks.capacity() * std::mem::size_of::<Vec<T>>() + self.chunks.iter().map(|c| c.capacity() * each).sum::<usize>()
+    }
+}
+
+impl<T> Index<usize> for Chunked<T> {
+    type Output = T;
+
+    fn index(&self, i: usize) -> &T {
+        &self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+}
+
+impl<T> IndexMut<usize> for Chunked<T> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        &mut self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+}
+
+/// Arena chunk size; an offset is `chunk << ARENA_BITS | position`.
+const ARENA_BITS: u32 = 16;
+const ARENA_CHUNK: usize = 1 << ARENA_BITS;
+
+/// User ids and client ids, each as `len - 1` then the bytes, in chunks that
+/// never move (as `Chunked`). An entry never straddles two chunks (at most
+/// 257 bytes of a 64 KiB chunk are left unused), and no offset is `NONE`:
+/// the last possible position of the last chunk cannot hold an entry.
+#[derive(Clone, Debug, Default)]
+struct Arena {
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Arena {
+    fn get(&self, off: u32) -> &[u8] {
+        let c = &self.chunks[(off >> ARENA_BITS) as usize];
+        let at = off as usize & (ARENA_CHUNK - 1);
+        let len = c[at] as usize + 1;
+        &c[at + 1..at + 1 + len]
+    }
+
+    /// Whether `entries` more entries get offsets that fit in 32 bits (each
+    /// may open a chunk).
+    fn has_room(&self, entries: usize) -> bool {
+        self.chunks.len() + entries <= 1 << (32 - ARENA_BITS)
+    }
+
+    /// Stores `bytes` (1 to 256 of them) and returns their offset.
+    fn intern(&mut self, bytes: &[u8]) -> u32 {
+        let need = bytes.len() + 1;
+        if self.chunks.last().is_none_or(|c| c.len() + need > ARENA_CHUNK) {
+            let first = self.chunks.is_empty();
+            self.chunks.push(Vec::with_capacity(if first { need.max(64) } else { ARENA_CHUNK }));
+        }
+        let n = self.chunks.len() - 1;
+        let c = &mut self.chunks[n];
+        if c.len() + need > c.capacity() {
+            c.reserve_exact((c.capacity() * 2).clamp(c.len() + need, ARENA_CHUNK) - c.len());
+        }
+        let off = (n << ARENA_BITS | c.len()) as u32;
+        c.push((bytes.len() - 1) as u8);
+        c.extend_from_slice(bytes);
+        off
+    }
+
+    /// Room for about `bytes` in the first chunk (RDB load).
+    fn reserve_first(&mut self, bytes: usize) {
+        if self.chunks.is_empty() && bytes > 0 {
+            self.chunks.push(Vec::with_capacity(bytes.min(ARENA_CHUNK)));
+        }
+    }
+
+    fn shrink_last(&mut self) {
+        if let Some(c) = self.chunks.last_mut() {
+            if c.capacity() > c.len() + c.len() / 4 + 64 {
+                c.shrink_to_fit();
+            }
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<Vec<u8>>() + self.chunks.iter().map(Vec::capacity).sum::<usize>()
+    }
 }
 
 /// A reservation as stored, borrowed from the sale.
@@ -135,7 +350,7 @@ impl<'a> RecordView<'a> {
     pub fn write_id(&self, out: &mut Vec<u8>) {
         match self.rec().id {
             GENERATED => write_generated(out, self.sale.config.tag, self.seq),
-            off => out.extend_from_slice(arena_bytes(&self.sale.arena, off)),
+            off => out.extend_from_slice(self.sale.arena.get(off)),
         }
     }
 
@@ -146,15 +361,15 @@ impl<'a> RecordView<'a> {
     }
 
     pub fn user(&self) -> &'a [u8] {
-        arena_bytes(&self.sale.arena, self.rec().user)
+        self.sale.arena.get(self.rec().user)
     }
 
     pub fn qty(&self) -> u64 {
-        self.rec().qty
+        self.rec().qty()
     }
 
     pub fn state(&self) -> State {
-        self.rec().state
+        self.rec().state()
     }
 
     pub fn created_ms(&self) -> u64 {
@@ -163,7 +378,7 @@ impl<'a> RecordView<'a> {
 
     pub fn deadline_ms(&self) -> u64 {
         let r = self.rec();
-        if r.has_deadline {
+        if r.has_deadline() {
             r.created_ms.saturating_add(self.sale.config.hold_ms)
         } else {
             0
@@ -173,10 +388,10 @@ impl<'a> RecordView<'a> {
     /// Where the stock came from, while the reservation is live.
     pub fn takes(&self) -> Vec<Take> {
         let r = self.rec();
-        match (r.state.is_live(), r.bucket) {
+        match (r.state().is_live(), r.bucket()) {
             (false, _) => Vec::new(),
             (true, MULTI) => self.sale.multi_takes.get(&self.seq).map_or_else(Vec::new, |t| t.to_vec()),
-            (true, b) => vec![Take { bucket: u32::from(b), qty: r.qty }],
+            (true, b) => vec![Take { bucket: u32::from(b), qty: r.qty() }],
         }
     }
 
@@ -199,26 +414,28 @@ pub struct Sale {
     buckets: Buckets,
     remaining: u64,
     /// In creation order; a reservation's index is its sequence number.
-    records: Vec<Record>,
-    /// User ids and client ids, each as `len - 1` then the bytes.
-    arena: Vec<u8>,
+    records: Chunked<Record>,
+    /// Per chunk of `records`: how many of its records are holds (pending,
+    /// with a deadline), so the hold cursor skips a chunk without any.
+    holds: Vec<u32>,
+    arena: Arena,
     /// Sequence numbers of records with a client id, keyed by that id.
-    client_ids: HashTable<u32>,
+    client_ids: SeqIndex,
     /// Each buyer's newest live record, keyed by user id.
-    buyers: HashTable<u32>,
+    buyers: SeqIndex,
+    /// The live quantity of each buyer with 2+ live records, at the slot
+    /// the buyer's newest record names (`Record::next_live`). A free slot
+    /// holds the next free one; `free_qty` is the first.
+    chain_qty: Chunked<u64>,
+    free_qty: u32,
     /// Takes of live records that borrowed from several buckets.
     multi_takes: HashMap<u32, Box<[Take]>>,
-    /// No pending record with a deadline sits before this sequence number.
+    /// The first hold (the record count when there is none); every change
+    /// moves it on, so `next_deadline` reads one record.
     hold_cursor: u32,
     tally: Tally,
     /// Per process, never persisted: keyed against crafted collisions.
     hasher: DefaultHashBuilder,
-}
-
-fn arena_bytes(arena: &[u8], off: u32) -> &[u8] {
-    let off = off as usize;
-    let len = arena[off] as usize + 1;
-    &arena[off + 1..off + 1 + len]
 }
 
 fn write_generated(out: &mut Vec<u8>, tag: u32, seq: u32) {
@@ -265,10 +482,13 @@ impl Sale {
             remaining: config.total,
             config,
             buckets,
-            records: Vec::new(),
-            arena: Vec::new(),
-            client_ids: HashTable::new(),
-            buyers: HashTable::new(),
+            records: Chunked::new(),
+            holds: Vec::new(),
+            arena: Arena::default(),
+            client_ids: SeqIndex::new(),
+            buyers: SeqIndex::new(),
+            chain_qty: Chunked::new(),
+            free_qty: NONE,
             multi_takes: HashMap::new(),
             hold_cursor: 0,
             tally: Tally::default(),
@@ -329,30 +549,44 @@ impl Sale {
             return None;
         }
         let (records, arena) = (&self.records, &self.arena);
-        self.client_ids
-            .find(self.hash(id), |&s| {
-                let off = records[s as usize].id;
-                off != GENERATED && arena_bytes(arena, off) == id
-            })
-            .copied()
+        self.client_ids.find(self.hash(id), |s| {
+            let off = records[s as usize].id;
+            off != GENERATED && arena.get(off) == id
+        })
     }
 
     /// The buyer's newest live record.
     fn buyer_head(&self, user: &[u8]) -> Option<u32> {
         let (records, arena) = (&self.records, &self.arena);
-        self.buyers.find(self.hash(user), |&s| arena_bytes(arena, records[s as usize].user) == user).copied()
+        self.buyers.find(self.hash(user), |s| arena.get(records[s as usize].user) == user)
     }
 
-    /// Quantity the buyer holds in live reservations.
+    /// Quantity the buyer whose newest live record is `head` holds in live
+    /// reservations.
     fn buyer_qty(&self, head: u32) -> u64 {
-        let mut qty: u64 = 0;
-        let mut seq = head;
-        while seq != NONE {
-            let r = &self.records[seq as usize];
-            qty = qty.saturating_add(r.qty);
-            seq = r.prev_live;
+        let r = &self.records[head as usize];
+        if r.prev_live == NONE {
+            r.qty()
+        } else {
+            self.chain_qty[r.next_live as usize]
         }
-        qty
+    }
+
+    /// A `chain_qty` slot holding `qty`.
+    fn alloc_qty(&mut self, qty: u64) -> u32 {
+        if self.free_qty == NONE {
+            self.chain_qty.push(qty);
+            return (self.chain_qty.len() - 1) as u32;
+        }
+        let slot = self.free_qty;
+        self.free_qty = self.chain_qty[slot as usize] as u32;
+        self.chain_qty[slot as usize] = qty;
+        slot
+    }
+
+    fn free_qty_slot(&mut self, slot: u32) {
+        self.chain_qty[slot as usize] = u64::from(self.free_qty);
+        self.free_qty = slot;
     }
 
     /// The creation time for a record made at `now_ms`: never before the
@@ -362,21 +596,44 @@ impl Sale {
         self.records.last().map_or(now_ms, |r| now_ms.max(r.created_ms))
     }
 
-    /// The earliest hold deadline, if any pending reservation can run out.
-    pub fn next_deadline(&self) -> Option<u64> {
-        self.records[self.hold_cursor as usize..]
-            .iter()
-            .find(|r| r.has_deadline && r.state == State::Pending)
-            .map(|r| r.created_ms.saturating_add(self.config.hold_ms))
+    /// The first hold at or after `at`, or the record count. Chunks without
+    /// holds are skipped unread, so this reads the records of one chunk at
+    /// most (plus one counter per chunk).
+    fn first_hold(&self, mut at: usize) -> usize {
+        let len = self.records.len();
+        while at < len {
+            let chunk = at >> CHUNK_BITS;
+            if self.holds.get(chunk).is_none_or(|&n| n == 0) {
+                at = (chunk + 1) << CHUNK_BITS;
+            } else if self.records[at].is_hold() {
+                return at;
+            } else {
+                at += 1;
+            }
+        }
+        len
     }
 
-    /// Moves the hold cursor past records that can no longer run out.
+    /// The earliest hold deadline, if any pending reservation can run out.
+    /// The cursor sits on the first hold after every change: one record.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let at = self.first_hold(self.hold_cursor as usize);
+        self.records.get(at).map(|r| r.created_ms.saturating_add(self.config.hold_ms))
+    }
+
+    /// Moves the hold cursor to the first hold.
     fn advance_hold_cursor(&mut self) {
-        let skip = self.records[self.hold_cursor as usize..]
-            .iter()
-            .take_while(|r| !(r.has_deadline && r.state == State::Pending))
-            .count();
-        self.hold_cursor += skip as u32;
+        self.hold_cursor = self.first_hold(self.hold_cursor as usize) as u32;
+    }
+
+    /// Counts a record that became a hold (+1) or stopped being one (-1).
+    fn count_hold(&mut self, seq: u32, becomes: bool) {
+        let chunk = seq as usize >> CHUNK_BITS;
+        if self.holds.len() <= chunk {
+            self.holds.resize(chunk + 1, 0);
+        }
+        let n = &mut self.holds[chunk];
+        *n = if becomes { *n + 1 } else { n.saturating_sub(1) };
     }
 
     /// Decides a RESERVE at `now_ms` without changing anything. On success
@@ -443,6 +700,9 @@ impl Sale {
         if self.records.len().saturating_add(recs.len()) >= NONE as usize {
             return Err(EffectError("too many reservations"));
         }
+        if !self.arena.has_room(recs.len().saturating_mul(2)) {
+            return Err(EffectError("sale is too large"));
+        }
         let mut batch_ids = std::collections::HashSet::with_capacity(recs.len());
         let mut all_takes = Vec::new();
         let mut last_created = self.stamp(0);
@@ -493,7 +753,7 @@ impl Sale {
         if self.find(rec.id).is_some() {
             return Err(EffectError("reservation id exists"));
         }
-        if self.arena.len() > (NONE as usize) - 2 * 260 {
+        if !self.arena.has_room(2) {
             return Err(EffectError("sale is too large"));
         }
         let hold_deadline = rec.created_ms.checked_add(self.config.hold_ms);
@@ -510,19 +770,11 @@ impl Sale {
         }
     }
 
-    /// Interns `bytes` in the arena.
-    fn intern(&mut self, bytes: &[u8]) -> u32 {
-        let off = self.arena.len() as u32;
-        self.arena.push((bytes.len() - 1) as u8);
-        self.arena.extend_from_slice(bytes);
-        off
-    }
-
     /// Inserts a checked record whose stock is known to be there.
     fn insert_record(&mut self, rec: NewRecord) {
         let seq = self.records.len() as u32;
         self.buckets.take(rec.takes);
-        let id = if parse_generated(rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.intern(rec.id) };
+        let id = if parse_generated(rec.id, self.config.tag) == Some(seq) { GENERATED } else { self.arena.intern(rec.id) };
         let bucket = match rec.takes {
             [one] => one.bucket as u16,
             [] => 0,
@@ -531,20 +783,15 @@ impl Sale {
                 MULTI
             }
         };
-        self.records.push(Record {
-            qty: rec.qty,
-            created_ms: rec.created_ms,
-            user: NONE,
-            id,
-            prev_live: NONE,
-            bucket,
-            state: rec.state,
-            has_deadline: rec.deadline_ms != 0,
-        });
+        let record = Record::new(rec.qty, bucket, rec.state, rec.deadline_ms != 0, rec.created_ms, id);
+        if record.is_hold() {
+            self.count_hold(seq, true);
+        }
+        self.records.push(record);
         if id != GENERATED {
             let hash = self.hash(rec.id);
-            let (records, arena) = (&self.records, &self.arena);
-            self.client_ids.insert_unique(hash, seq, |&s| self.hasher.hash_one(arena_bytes(arena, records[s as usize].id)));
+            let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+            self.client_ids.insert_unique(hash, seq, |s| hasher.hash_one(arena.get(records[s as usize].id)));
         }
         match rec.state {
             State::Pending => self.tally.pending += rec.qty,
@@ -559,103 +806,139 @@ impl Sale {
             self.remaining -= rec.qty;
             self.join_buyer(seq, rec.user);
         } else {
-            let user = self.intern(rec.user);
-            self.records[seq as usize].user = user;
+            self.records[seq as usize].user = self.arena.intern(rec.user);
         }
         self.advance_hold_cursor();
     }
 
     /// Links a live record into its buyer's chain (newest first), sharing
-    /// the buyer's interned name.
+    /// the buyer's interned name, and counts its quantity.
     fn join_buyer(&mut self, seq: u32, user: &[u8]) {
         let hash = self.hash(user);
-        // One probe finds the buyer or the slot for a new one.
+        let qty = self.records[seq as usize].qty();
         let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
-        let name_of = |s: u32| arena_bytes(arena, records[s as usize].user);
-        let head = match self.buyers.entry(hash, |&s| name_of(s) == user, |&s| hasher.hash_one(name_of(s))) {
-            Entry::Vacant(slot) => {
-                slot.insert(seq);
-                None
-            }
-            Entry::Occupied(mut slot) => {
-                let head = *slot.get();
-                if seq > head {
-                    *slot.get_mut() = seq;
-                }
-                Some(head)
-            }
-        };
-        let Some(head) = head else {
+        let name_of = |s: u32| arena.get(records[s as usize].user);
+        // One probe finds the buyer or makes this record the buyer's head.
+        let found = self.buyers.find_or_insert(hash, seq, |s| name_of(s) == user, |s| hasher.hash_one(name_of(s)));
+        let Some(slot) = found else {
             if self.records[seq as usize].user == NONE {
-                let off = self.intern(user);
-                self.records[seq as usize].user = off;
+                self.records[seq as usize].user = self.arena.intern(user);
             }
-            self.records[seq as usize].prev_live = NONE;
+            let r = &mut self.records[seq as usize];
+            (r.prev_live, r.next_live) = (NONE, NONE);
             return;
+        };
+        let head = *slot;
+        if seq > head {
+            *slot = seq;
+        }
+        let sum = self.buyer_qty(head).saturating_add(qty);
+        let qty_slot = match self.records[head as usize].prev_live {
+            NONE => self.alloc_qty(sum),
+            _ => {
+                let k = self.records[head as usize].next_live;
+                self.chain_qty[k as usize] = sum;
+                k
+            }
         };
         self.records[seq as usize].user = self.records[head as usize].user;
+        let records = &mut self.records;
         if seq > head {
-            self.records[seq as usize].prev_live = head;
+            records[head as usize].next_live = seq;
+            records[seq as usize].prev_live = head;
+            records[seq as usize].next_live = qty_slot;
             return;
         }
-        // An older record coming back (RECONCILE retake): keep the chain sorted.
+        // An older record coming back (RECONCILE retake): it goes where its
+        // sequence number sorts, so that the head is still the newest after
+        // any record leaves (LIMIT replies with the newest live id). Finding
+        // the place is the one walk along a chain; only RECONCILE APPLY
+        // takes it.
+        records[head as usize].next_live = qty_slot;
         let mut at = head;
-        while self.records[at as usize].prev_live != NONE && self.records[at as usize].prev_live > seq {
-            at = self.records[at as usize].prev_live;
+        while records[at as usize].prev_live != NONE && records[at as usize].prev_live > seq {
+            at = records[at as usize].prev_live;
         }
-        self.records[seq as usize].prev_live = self.records[at as usize].prev_live;
-        self.records[at as usize].prev_live = seq;
+        let older = records[at as usize].prev_live;
+        records[seq as usize].prev_live = older;
+        records[seq as usize].next_live = at;
+        records[at as usize].prev_live = seq;
+        if older != NONE {
+            records[older as usize].next_live = seq;
+        }
     }
 
-    /// Unlinks a record that stopped being live from its buyer's chain.
+    /// Unlinks a record that stops being live from its buyer's chain, in
+    /// one probe of the buyer index and O(1) otherwise.
     fn leave_buyer(&mut self, seq: u32) {
-        let prev = self.records[seq as usize].prev_live;
-        let (records, arena) = (&self.records, &self.arena);
-        let user = arena_bytes(arena, records[seq as usize].user);
-        let hash = self.hasher.hash_one(user);
-        // One probe: when the record heads the chain, the buyer's entry is
-        // moved to the previous record or removed in place.
-        let head = match self.buyers.find_entry(hash, |&s| arena_bytes(arena, records[s as usize].user) == user) {
-            Err(_) => None,
-            Ok(entry) if *entry.get() != seq => Some(*entry.get()),
-            Ok(entry) if prev == NONE => {
-                entry.remove();
-                None
-            }
-            Ok(mut entry) => {
-                *entry.get_mut() = prev;
-                None
-            }
-        };
-        self.records[seq as usize].prev_live = NONE;
-        let Some(head) = head else {
+        let Record { prev_live: older, next_live: newer, user, .. } = self.records[seq as usize];
+        let qty = self.records[seq as usize].qty();
+        let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+        let hash = hasher.hash_one(arena.get(user));
+        // The records of a chain share their user's arena offset: comparing
+        // offsets finds the buyer without reading names.
+        let is_buyer = |s: u32| records[s as usize].user == user;
+        if older == NONE && newer == NONE {
+            // The buyer's only live record (a head with company has an
+            // older record; any other record has a newer one).
+            self.buyers.remove(hash, is_buyer, |s| hasher.hash_one(arena.get(records[s as usize].user)));
+            return;
+        }
+        let Some(slot) = self.buyers.get_mut(hash, is_buyer) else {
+            // Not reachable while the chains are sound; leave this record
+            // unlinked at least.
+            let r = &mut self.records[seq as usize];
+            (r.prev_live, r.next_live) = (NONE, NONE);
             return;
         };
-        let mut at = head;
-        while self.records[at as usize].prev_live != NONE {
-            if self.records[at as usize].prev_live == seq {
-                self.records[at as usize].prev_live = prev;
-                return;
+        let head = *slot;
+        if head == seq {
+            *slot = older;
+        }
+        let records = &mut self.records;
+        let (new_head, qty_slot) = if head == seq {
+            (older, newer)
+        } else {
+            records[newer as usize].prev_live = older;
+            if older != NONE {
+                records[older as usize].next_live = newer;
             }
-            at = self.records[at as usize].prev_live;
+            (head, records[head as usize].next_live)
+        };
+        let r = &mut records[seq as usize];
+        (r.prev_live, r.next_live) = (NONE, NONE);
+        if records[new_head as usize].prev_live == NONE {
+            // One record left: its quantity is the buyer's.
+            records[new_head as usize].next_live = NONE;
+            self.free_qty_slot(qty_slot);
+        } else {
+            records[new_head as usize].next_live = qty_slot;
+            let sum = &mut self.chain_qty[qty_slot as usize];
+            *sum = sum.saturating_sub(qty);
         }
     }
 
-    /// Ids of pending reservations whose hold has run out at `now_ms`, in
-    /// creation order (which is deadline order: HOLD is fixed per round).
-    pub fn due_holds(&self, now_ms: u64) -> Vec<Box<[u8]>> {
-        let hold = self.config.hold_ms;
+    /// Ids of pending reservations whose hold has run out at `now_ms`, at
+    /// most `max` of them, in creation order (which is deadline order: HOLD
+    /// is fixed per round). The cost follows the ids returned, not the
+    /// holds left.
+    pub fn due_holds(&self, now_ms: u64, max: usize) -> Vec<Box<[u8]>> {
         let mut due = Vec::new();
-        for (i, r) in self.records.iter().enumerate().skip(self.hold_cursor as usize) {
-            if !(r.has_deadline && r.state == State::Pending) {
-                continue;
-            }
-            if r.created_ms.saturating_add(hold) > now_ms {
+        let mut at = self.first_hold(self.hold_cursor as usize);
+        while due.len() < max && at < self.records.len() {
+            if self.records[at].created_ms.saturating_add(self.config.hold_ms) > now_ms {
                 break;
             }
-            due.push(RecordView { sale: self, seq: i as u32 }.id());
+            due.push(RecordView { sale: self, seq: at as u32 }.id());
+            at = self.first_hold(at + 1);
         }
         due
+    }
+
+    /// Every due hold: `due_holds(now_ms, usize::MAX)`, for callers not yet
+    /// moved to batches.
+    pub fn due_holds_all(&self, now_ms: u64) -> Vec<Box<[u8]>> {
+        self.due_holds(now_ms, usize::MAX)
     }
 
     /// RELEASE (cause `Released`) or hold expiry (cause `Expired`).
@@ -663,16 +946,19 @@ impl Sale {
         let Some(seq) = self.find(id) else {
             return ReleaseOutcome::NotFound;
         };
-        match self.records[seq as usize].state {
+        match self.records[seq as usize].state() {
             State::Confirmed => return ReleaseOutcome::Confirmed,
             State::Released | State::Expired => return ReleaseOutcome::AlreadyReleased,
             State::Pending => {}
         }
         let takes = RecordView { sale: self, seq }.takes();
         let cause = if cause == State::Expired { State::Expired } else { State::Released };
-        let qty = self.records[seq as usize].qty;
+        let qty = self.records[seq as usize].qty();
         self.leave_buyer(seq);
-        self.records[seq as usize].state = cause;
+        if self.records[seq as usize].has_deadline() {
+            self.count_hold(seq, false);
+        }
+        self.records[seq as usize].set_state(cause);
         self.multi_takes.remove(&seq);
         self.remaining += self.buckets.give_back(&takes);
         self.tally.pending -= qty;
@@ -688,16 +974,18 @@ impl Sale {
         let Some(seq) = self.find(id) else {
             return ConfirmOutcome::NotFound;
         };
-        let rec = &mut self.records[seq as usize];
-        match rec.state {
+        let rec = self.records[seq as usize];
+        match rec.state() {
             State::Confirmed => return ConfirmOutcome::AlreadyConfirmed,
             State::Released | State::Expired => return ConfirmOutcome::Released,
             State::Pending => {}
         }
-        rec.state = State::Confirmed;
-        let qty = rec.qty;
-        self.tally.pending -= qty;
-        self.tally.confirmed += qty;
+        if rec.has_deadline() {
+            self.count_hold(seq, false);
+        }
+        self.records[seq as usize].set_state(State::Confirmed);
+        self.tally.pending -= rec.qty();
+        self.tally.confirmed += rec.qty();
         self.advance_hold_cursor();
         ConfirmOutcome::Confirmed
     }
@@ -717,20 +1005,21 @@ impl Sale {
     pub fn retake(&mut self, id: &[u8], takes: Vec<Take>) -> Result<(), EffectError> {
         let seq = self.find(id).ok_or(EffectError("no such reservation"))?;
         let rec = self.records[seq as usize];
-        if !rec.state.is_released() {
+        let (state, qty) = (rec.state(), rec.qty());
+        if !state.is_released() {
             return Err(EffectError("reservation is not released"));
         }
-        check_takes(&takes, rec.qty)?;
+        check_takes(&takes, qty)?;
         if !self.buckets.can_take(&takes) {
             return Err(EffectError("stock is not there to take"));
         }
         self.buckets.take(&takes);
-        self.remaining -= rec.qty;
-        self.tally.released -= rec.qty;
-        if rec.state == State::Expired {
-            self.tally.expired -= rec.qty;
+        self.remaining -= qty;
+        self.tally.released -= qty;
+        if state == State::Expired {
+            self.tally.expired -= qty;
         }
-        self.tally.confirmed += rec.qty;
+        self.tally.confirmed += qty;
         let bucket = match takes.as_slice() {
             [one] => one.bucket as u16,
             many => {
@@ -739,9 +1028,9 @@ impl Sale {
             }
         };
         let r = &mut self.records[seq as usize];
-        r.state = State::Confirmed;
-        r.bucket = bucket;
-        let user = arena_bytes(&self.arena, r.user).to_vec();
+        r.set_state(State::Confirmed);
+        r.set_bucket(bucket);
+        let user = self.arena.get(r.user).to_vec();
         self.join_buyer(seq, &user);
         Ok(())
     }
@@ -758,23 +1047,24 @@ impl Sale {
     pub fn heap_estimate(&self) -> usize {
         use std::mem::size_of;
         size_of::<Sale>()
-            + self.records.capacity() * size_of::<Record>()
-            + self.arena.capacity()
+            + self.records.bytes()
+            + self.holds.capacity() * size_of::<u32>()
+            + self.arena.bytes()
             + self.client_ids.allocation_size()
             + self.buyers.allocation_size()
+            + self.chain_qty.bytes()
             + self.multi_takes.values().map(|t| 24 + t.len() * size_of::<Take>()).sum::<usize>()
             + self.buckets.count() as usize * 16
     }
 
-    /// An empty sale with room for `records` reservations (RDB load).
-    /// The buyer index is sized up front too: growing it rehashes every
-    /// buyer, and that dominated load time.
+    /// An empty sale with room for `records` reservations (RDB load): the
+    /// buyer index is sized up front, so a load never migrates it.
     pub fn with_capacity(config: SaleConfig, records: usize) -> Sale {
         let mut sale = Sale::new(config);
-        sale.records.reserve_exact(records);
-        sale.buyers = HashTable::with_capacity(records);
+        sale.records.reserve_first(records);
+        sale.buyers = SeqIndex::with_capacity(records);
         // A short user id takes about ten arena bytes.
-        sale.arena.reserve(records.saturating_mul(10));
+        sale.arena.reserve_first(records.saturating_mul(10));
         sale
     }
 
@@ -784,15 +1074,12 @@ impl Sale {
         if self.buckets.remaining() != remaining {
             return Err(EffectError("bucket remainders do not match the reservations"));
         }
-        if self.arena.capacity() > self.arena.len() + self.arena.len() / 4 + 64 {
-            self.arena.shrink_to_fit();
-        }
+        self.arena.shrink_last();
+        self.records.shrink_last();
         // Give back what `with_capacity` reserved for buyers that turned out
         // to be released.
-        if self.buyers.capacity() > 2 * self.buyers.len() + 16 {
-            let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
-            self.buyers.shrink_to_fit(|&s| hasher.hash_one(arena_bytes(arena, records[s as usize].user)));
-        }
+        let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
+        self.buyers.shrink_to_fit(|s| hasher.hash_one(arena.get(records[s as usize].user)));
         Ok(())
     }
 }
@@ -819,6 +1106,316 @@ impl PartialEq for Sale {
             && self.buckets == other.buckets
             && self.records.len() == other.records.len()
             && self.records().zip(other.records()).all(|(a, b)| a.to_owned() == b.to_owned())
+    }
+}
+
+#[cfg(test)]
+impl Sale {
+    /// Everything derived that a test cannot see from outside: chunks, hold
+    /// counts and cursor, the buyer chains (links, order, head, quantity
+    /// slots and their free list) and both indexes.
+    pub(crate) fn check_internals(&self) -> Result<(), String> {
+        let len = self.records.len();
+        let chunk_lens: Vec<usize> = self.records.chunks.iter().map(Vec::len).collect();
+        if chunk_lens.iter().sum::<usize>() != len || chunk_lens.iter().rev().skip(1).any(|&n| n != CHUNK) {
+            return Err(format!("record chunks {chunk_lens:?} for {len} records"));
+        }
+        for (c, chunk) in self.records.chunks.iter().enumerate() {
+            let n = chunk.iter().filter(|r| r.is_hold()).count() as u32;
+            if self.holds.get(c).copied().unwrap_or(0) != n {
+                return Err(format!("chunk {c}: hold count {:?}, {n} holds", self.holds.get(c)));
+            }
+        }
+        let first = (0..len).find(|&i| self.records[i].is_hold()).unwrap_or(len);
+        if self.hold_cursor as usize != first {
+            return Err(format!("hold cursor {} but the first hold is {first}", self.hold_cursor));
+        }
+        // Live records by user, oldest first.
+        let mut chains: HashMap<&[u8], Vec<u32>> = HashMap::new();
+        for seq in 0..len as u32 {
+            let r = &self.records[seq as usize];
+            if r.state().is_live() {
+                chains.entry(self.arena.get(r.user)).or_default().push(seq);
+            } else if (r.prev_live, r.next_live) != (NONE, NONE) {
+                return Err(format!("released record {seq} is still linked"));
+            }
+        }
+        if self.buyers.len() != chains.len() {
+            return Err(format!("{} buyers indexed, {} hold live records", self.buyers.len(), chains.len()));
+        }
+        let mut used = std::collections::HashSet::new();
+        for (user, seqs) in &chains {
+            let head = *seqs.last().unwrap_or(&NONE);
+            if self.buyer_head(user) != Some(head) {
+                return Err(format!("buyer {user:?}: head {:?}, newest live {head}", self.buyer_head(user)));
+            }
+            let off = self.records[head as usize].user;
+            let (mut at, mut newer, mut walked) = (head, NONE, Vec::new());
+            while at != NONE && walked.len() <= seqs.len() {
+                let r = &self.records[at as usize];
+                if r.user != off || (newer != NONE && r.next_live != newer) {
+                    return Err(format!("buyer {user:?}: record {at} has a bad link or name"));
+                }
+                walked.push(at);
+                (newer, at) = (at, r.prev_live);
+            }
+            walked.reverse();
+            if &walked != seqs {
+                return Err(format!("buyer {user:?}: chain {walked:?}, live records {seqs:?}"));
+            }
+            let sum: u64 = seqs.iter().map(|&s| self.records[s as usize].qty()).sum();
+            let h = &self.records[head as usize];
+            match seqs.len() {
+                1 if h.next_live != NONE => return Err(format!("buyer {user:?}: lone record with a quantity slot")),
+                1 => {}
+                _ if self.chain_qty.get(h.next_live as usize) != Some(&sum) || !used.insert(h.next_live) => {
+                    return Err(format!("buyer {user:?}: quantity slot {} is not {sum}", h.next_live));
+                }
+                _ => {}
+            }
+            if self.buyer_qty(head) != sum {
+                return Err(format!("buyer {user:?}: quantity {} but {sum}", self.buyer_qty(head)));
+            }
+        }
+        let mut free = self.free_qty;
+        let mut free_count = 0;
+        while free != NONE && free_count <= self.chain_qty.len() {
+            if used.contains(&free) {
+                return Err(format!("quantity slot {free} is both used and free"));
+            }
+            free = self.chain_qty[free as usize] as u32;
+            free_count += 1;
+        }
+        if free_count + used.len() != self.chain_qty.len() {
+            return Err(format!("{free_count} free and {} used quantity slots of {}", used.len(), self.chain_qty.len()));
+        }
+        let with_ids = (0..len).filter(|&i| self.records[i].id != GENERATED).count();
+        if self.client_ids.len() != with_ids {
+            return Err(format!("{} client ids indexed, {with_ids} records have one", self.client_ids.len()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn config(total: u64, limit: u64, hold_ms: u64) -> SaleConfig {
+        SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a }
+    }
+
+    fn reserve(s: &mut Sale, user: &[u8], qty: u64, reqid: Option<&[u8]>, now: u64) -> Result<Box<[u8]>, Refusal> {
+        let rec = s.decide_reserve(user, qty, reqid, now)?;
+        s.add_record(rec.as_new()).expect("a decided record is accepted");
+        Ok(rec.id)
+    }
+
+    #[test]
+    fn record_fields_pack_into_one_word() {
+        for state in [State::Pending, State::Confirmed, State::Released, State::Expired] {
+            for (qty, bucket, deadline) in [(1, 0, false), (MAX_TOTAL, MULTI, true), (12345, 1023, true)] {
+                let mut r = Record::new(qty, bucket, state, deadline, 7, GENERATED);
+                assert_eq!((r.qty(), r.bucket(), r.state(), r.has_deadline()), (qty, bucket, state, deadline));
+                r.set_state(State::Confirmed);
+                r.set_bucket(5);
+                assert_eq!((r.qty(), r.bucket(), r.state(), r.has_deadline()), (qty, 5, State::Confirmed, deadline));
+            }
+        }
+    }
+
+    /// A chain of many records: LIMIT from the counter, releases in any
+    /// order unlink in place, the LIMIT reply names the newest live record.
+    #[test]
+    fn long_chains_count_and_unlink() {
+        let mut s = Sale::new(config(1_000_000, 1000, 0));
+        let ids: Vec<Box<[u8]>> = (0..600).map(|i| reserve(&mut s, b"whale", 1, None, i).unwrap()).collect();
+        reserve(&mut s, b"minnow", 1, None, 600).unwrap();
+        assert_eq!(s.buyer_qty(s.buyer_head(b"whale").unwrap()), 600);
+        // Every third from the middle out, then the newest: the head moves.
+        for id in ids.iter().skip(1).step_by(3) {
+            assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
+        }
+        assert_eq!(s.release(&ids[599], State::Released), ReleaseOutcome::Released);
+        s.check_internals().unwrap();
+        assert_eq!(s.decide_reserve(b"whale", 800, None, 700), Err(Refusal::Limit(Some(ids[597].clone()))));
+        for id in &ids {
+            s.release(id, State::Released);
+        }
+        s.check_internals().unwrap();
+        assert_eq!(s.buyer_count(), 1);
+        assert!(s.decide_reserve(b"whale", 1000, None, 700).is_ok());
+    }
+
+    /// RECONCILE retakes older records back into the middle of a chain.
+    #[test]
+    fn retake_keeps_the_chain_sorted() {
+        let mut s = Sale::new(config(100, 100, 0));
+        let ids: Vec<Box<[u8]>> = (0..6).map(|i| reserve(&mut s, b"u", 1, None, i).unwrap()).collect();
+        for i in [0, 2, 3, 5] {
+            s.release(&ids[i], State::Released);
+        }
+        for i in [3, 0, 5, 2] {
+            let takes = s.plan_retake(&ids[i]).unwrap();
+            s.retake(&ids[i], takes).unwrap();
+            s.check_internals().unwrap();
+        }
+        // Retaken records are confirmed: the pending ones can still leave.
+        for i in [4, 1] {
+            s.release(&ids[i], State::Released);
+            s.check_internals().unwrap();
+            assert_eq!(s.decide_reserve(b"u", 100, None, 9), Err(Refusal::Limit(Some(ids[5].clone()))));
+        }
+    }
+
+    /// Holds spread over many chunks: the cursor skips chunks without any,
+    /// `due_holds` stops at `max` and at the first hold not yet due.
+    #[test]
+    fn holds_across_chunks() {
+        let mut s = Sale::new(config(1_000_000, 1, 100));
+        let n = 5 * CHUNK + 17;
+        let ids: Vec<Box<[u8]>> = (0..n).map(|i| reserve(&mut s, format!("u{i}").as_bytes(), 1, None, i as u64).unwrap()).collect();
+        let keep = [3 * CHUNK + 5, 3 * CHUNK + 6, 4 * CHUNK, n - 1];
+        for (i, id) in ids.iter().enumerate() {
+            if !keep.contains(&i) {
+                s.confirm(id);
+            }
+        }
+        s.check_internals().unwrap();
+        assert_eq!(s.next_deadline(), Some(keep[0] as u64 + 100));
+        assert_eq!(s.due_holds(u64::MAX, 2), vec![ids[keep[0]].clone(), ids[keep[1]].clone()]);
+        assert_eq!(s.due_holds(keep[2] as u64 + 100, 10).len(), 3);
+        assert_eq!(s.due_holds_all(u64::MAX).len(), 4);
+        assert!(s.due_holds(u64::MAX, 0).is_empty());
+        assert!(s.due_holds(keep[0] as u64 + 99, 10).is_empty());
+        for &i in &keep[..3] {
+            s.release(&ids[i], State::Expired);
+            s.check_internals().unwrap();
+        }
+        assert_eq!(s.next_deadline(), Some(n as u64 - 1 + 100));
+        s.confirm(&ids[n - 1]);
+        assert_eq!((s.next_deadline(), s.due_holds(u64::MAX, 9).len()), (None, 0));
+        s.check_internals().unwrap();
+    }
+
+    /// Long client ids fill several arena chunks; none straddles two, and
+    /// the sale round-trips through its encoding.
+    #[test]
+    fn arena_chunks() {
+        let mut s = Sale::new(config(10_000, 1, 0));
+        let id = |i: usize| format!("{i:0>250}").into_bytes();
+        for i in 0..1000 {
+            reserve(&mut s, &id(i + 5000), 1, Some(&id(i)), 0).unwrap();
+        }
+        assert!(s.arena.chunks.len() >= 7 && s.arena.chunks.iter().all(|c| c.len() <= ARENA_CHUNK));
+        for i in 0..1000 {
+            assert_eq!(s.get(&id(i)).map(|r| r.user().to_vec()), Some(id(i + 5000)));
+        }
+        s.check_internals().unwrap();
+        let back = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+        assert!(back == s);
+        back.check_internals().unwrap();
+    }
+
+    #[test]
+    fn memory_of_a_small_sale_stays_small() {
+        let mut s = Sale::new(config(10, 1, 0));
+        let empty = s.heap_estimate();
+        reserve(&mut s, b"alice", 1, None, 0).unwrap();
+        assert!(s.heap_estimate() - empty < 512, "{} bytes for one reservation", s.heap_estimate() - empty);
+    }
+
+    /// A buyer's live quantity and newest live id.
+    type Held = (u64, Option<Box<[u8]>>);
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Reserve(u8, u64),
+        Release(usize),
+        Expire(usize),
+        Confirm(usize),
+        Retake(usize),
+        Reload,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0u8..4, 1u64..=4).prop_map(|(u, q)| Op::Reserve(u, q)),
+            3 => any::<usize>().prop_map(Op::Release),
+            1 => any::<usize>().prop_map(Op::Expire),
+            1 => any::<usize>().prop_map(Op::Confirm),
+            2 => any::<usize>().prop_map(Op::Retake),
+            1 => Just(Op::Reload),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(crate::model_tests::pt_config())]
+
+        /// Few buyers, a high LIMIT and long chains, released, expired and
+        /// retaken in any order: every derived structure stays exact, and
+        /// LIMIT follows each buyer's live quantity and newest live record.
+        #[test]
+        fn chains_follow_the_records(limit in 1u64..=40, hold in prop_oneof![Just(0u64), 1u64..50], ops in vec(op(), 1..120)) {
+            let mut s = Sale::new(config(200, limit, hold));
+            let mut ids: Vec<Box<[u8]>> = Vec::new();
+            for (now, op) in ops.iter().enumerate() {
+                let now = now as u64;
+                let pick = |k: usize| ids.get(k % ids.len().max(1)).cloned();
+                match *op {
+                    Op::Reserve(u, q) => {
+                        let user = [b'u', b'0' + u];
+                        if let Ok(id) = reserve(&mut s, &user, q, None, now) {
+                            ids.push(id);
+                        }
+                    }
+                    Op::Release(k) | Op::Expire(k) => {
+                        let cause = if matches!(op, Op::Expire(_)) { State::Expired } else { State::Released };
+                        if let Some(id) = pick(k) {
+                            s.release(&id, cause);
+                        }
+                    }
+                    Op::Confirm(k) => {
+                        if let Some(id) = pick(k) {
+                            s.confirm(&id);
+                        }
+                    }
+                    Op::Retake(k) => {
+                        if let Some(takes) = pick(k).and_then(|id| s.plan_retake(&id).map(|t| (id, t))) {
+                            s.retake(&takes.0, takes.1).unwrap();
+                        }
+                    }
+                    Op::Reload => {
+                        s = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+                    }
+                }
+                if let Err(e) = s.check_internals() {
+                    prop_assert!(false, "after {:?}: {}", op, e);
+                }
+                // LIMIT against a plain sum over the records.
+                let mut live: HashMap<Vec<u8>, Held> = HashMap::new();
+                for r in s.records().filter(|r| r.state().is_live()) {
+                    let e = live.entry(r.user().to_vec()).or_default();
+                    e.0 += r.qty();
+                    e.1 = Some(r.id());
+                }
+                for u in 0..4u8 {
+                    let user = [b'u', b'0' + u];
+                    let (held, newest) = live.get(&user[..]).cloned().unwrap_or_default();
+                    let got = s.decide_reserve(&user, limit, None, now);
+                    if held > 0 {
+                        prop_assert_eq!(got, Err(Refusal::Limit(newest)));
+                    } else {
+                        prop_assert!(!matches!(got, Err(Refusal::Limit(_))));
+                    }
+                }
+            }
+        }
     }
 }
 
