@@ -122,7 +122,7 @@ pub fn expire_due(c: &Committer, sale: &mut Sale, now_ms: u64, max: usize) {
     if sale.next_deadline().is_none_or(|d| d > now_ms) {
         return;
     }
-    let mut due = sale.due_holds(now_ms); due.truncate(max); // SHIM until due_holds takes max
+    let due = sale.due_holds(now_ms, max);
     if let Err(e) = c.commit(sale, &Effect::Expire(due)) {
         crate::warn::limited(c.ctx, &format!("seckill: hold expiry refused: {}", e.0));
     }
