@@ -128,8 +128,7 @@ case "$SERVER_VERSION" in
 esac
 
 # ------------------------------------------------------------------- runs
-strip() { sed 's/\x1b\[[0-9;]*m//g' "$1"; }
-count() { strip "$1" | grep -c "$2" || true; }
+count() { grep -c "$2" "$1" || true; }
 
 # run_unit MODE UNIT: one runtest of UNIT; its output in $WORK/MODE-module/UNIT.log
 run_unit() {
@@ -147,6 +146,7 @@ run_unit() {
 	(cd "$SRC" && timeout -k 30 "$TIMEOUT" ./runtest --single "$unit" --clients 1 --dont-clean "${args[@]}" $EXTRA) \
 		>"$log" 2>&1 </dev/null || rc=$?
 	local secs=$((SECONDS - start))
+	sed -i 's/\x1b\[[0-9;]*m//g' "$log"   # runtest's colours
 	local servers loaded
 	servers=$(find "$SRC/tests/tmp" -path '*/server*' -name stdout 2>/dev/null | wc -l || true)
 	loaded=$(grep -l "Module '[^']*' loaded from $MODULE" "$SRC"/tests/tmp/server*/stdout 2>/dev/null | wc -l || true)
@@ -155,8 +155,8 @@ run_unit() {
 	err=$(count "$log" '^\[err\]:')
 	exc=$(count "$log" '^\[exception\]:')
 	skip=$(count "$log" '^\[\(skip\|ignore\)\]:')
-	if strip "$log" | grep -q 'All tests passed without errors'; then state=passed
-	elif strip "$log" | grep -q 'The following tests failed'; then state=failed
+	if grep -q 'All tests passed without errors' "$log"; then state=passed
+	elif grep -q 'The following tests failed' "$log"; then state=failed
 	elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then state="timeout(${TIMEOUT}s)"
 	elif [ "$exc" -gt 0 ]; then state=aborted
 	else state="exit-$rc"
@@ -170,7 +170,7 @@ run_unit() {
 # the first line of an exception.
 failures() {
 	[ -f "$1" ] || return 0
-	strip "$1" | sed -n 's/^\[err\]: //p; s/^\[exception\]: \(.*\)/exception: \1/p' | sort -u
+	sed -n 's/^\[err\]: //p; s/^\[exception\]: \(.*\)/exception: \1/p' "$1" | sort -u
 }
 
 echo "redis-suite: $SERVER_VERSION"
@@ -192,7 +192,7 @@ awk -F'\t' '
 	  r[$1, key] = sprintf("%4d %4d %4d %5d %6s %-14s", $3, $4, $5, $6, $7 "s", $8)
 	  ok[$1] += $3; err[$1] += $4; exc[$1] += $5 }
 	END {
-		printf "%-24s | %-44s | %-44s\n", "", "without module", "with module"
+		printf "%-24s | %-42s | %-42s\n", "", "without module", "with module"
 		h = sprintf("%4s %4s %4s %5s %6s %-14s", "ok", "err", "exc", "skip", "time", "state")
 		printf "%-24s | %s | %s\n", "unit", h, h
 		for (i = 0; i < n; i++) printf "%-24s | %s | %s\n", order[i], r["without", order[i]], r["with", order[i]]
