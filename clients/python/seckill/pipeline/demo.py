@@ -276,7 +276,7 @@ def run_demo(cfg: DemoConfig) -> int:
         # -- sampling and progress -----------------------------------------------
         samples: List[Dict[str, Any]] = []
 
-        settle_budget = cfg.hold_ms / 1000.0 * 1.5 + 10
+        settle_budget = cfg.hold_ms / 1000.0 * 1.5 + 15
         tty = sys.stderr.isatty()
         if cfg.progress and tty:
             with contextlib.suppress(ImportError):
@@ -315,26 +315,40 @@ def run_demo(cfg: DemoConfig) -> int:
         sampler.start()
 
         # -- the sale runs; a worker is killed and comes back --------------------
-        kill_at = t0 + cfg.duration_s * 0.25
-        restart_at = kill_at + 3.0
-        killed = restarted = False
-        while time.monotonic() < sale_end:
+        chaos = {'kill_at': t0 + cfg.duration_s * 0.25, 'restart_at': None}
+
+        def chaos_tick() -> bool:
+            """Kills w1 (SIGKILL, preferably while it holds delivered,
+            unacknowledged entries: polled for up to 2 s), restarts it 3 s
+            later under the same name. True once both happened."""
             now = time.monotonic()
-            if not killed and now >= kill_at:
-                workers['w1'].send_signal(signal.SIGKILL)
-                workers['w1'].wait(5)
-                killed = True
-                note('worker w1 killed (SIGKILL)')
-            if killed and not restarted and now >= restart_at:
+            if chaos['restart_at'] is None and now >= chaos['kill_at']:
+                if _pending_of(r, 'w1') or now >= chaos['kill_at'] + 2.0:
+                    workers['w1'].send_signal(signal.SIGKILL)
+                    workers['w1'].wait(5)
+                    left = _pending_of(r, 'w1')
+                    note('worker w1 killed (SIGKILL), leaving %d %s unacknowledged'
+                         % (left, 'entry' if left == 1 else 'entries'))
+                    chaos['restart_at'] = time.monotonic() + 3.0
+            elif chaos['restart_at'] is not None and now >= chaos['restart_at'] \
+                    and chaos['restart_at'] > 0:
                 workers['w1'] = _spawn_worker(redis_srv.url, db_url, 'w1', wlog)
-                restarted = True
+                chaos['restart_at'] = -1.0
                 note('worker w1 restarted')
-            time.sleep(0.05)
+            return chaos['restart_at'] == -1.0
+
+        while time.monotonic() < sale_end:
+            chaos_tick()
+            time.sleep(0.002 if chaos['restart_at'] is None
+                       and time.monotonic() >= chaos['kill_at'] else 0.05)
         note('sale window over')
 
         # -- settle: holds run out, late payments land, workers catch up ------------
         deadline = time.monotonic() + settle_budget
         while time.monotonic() < deadline:
+            if not chaos_tick():
+                time.sleep(0.01)
+                continue
             info = sale.info()
             pend, lag = backlog(r, STREAM_KEY)
             if (buyers_pool.idle() and pay_pool.idle() and info['pending'] == 0
@@ -366,6 +380,7 @@ def run_demo(cfg: DemoConfig) -> int:
         outcome = reconcile(store, sale)
         checks, figures = ledger_check(cfg, store, sale, r, tally, outcome, errors)
         elapsed = time.monotonic() - t0
+        figures['workers'] = worker_totals(wlog)
         lines = report_lines(cfg, tally, checks, figures, outcome, elapsed, settle_s)
         print('\n'.join(lines), flush=True)
         chart = os.path.join(cfg.out, 'sale.png')
@@ -395,6 +410,16 @@ def run_demo(cfg: DemoConfig) -> int:
         if pg is not None:
             pg.destroy()
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _pending_of(r, consumer: str) -> int:
+    try:
+        for c in r.xinfo_consumers(STREAM_KEY, 'orders'):
+            if c['name'] == consumer:
+                return int(c['pending'])
+    except Exception:
+        pass
+    return 0
 
 
 def _printer(cfg: DemoConfig) -> Callable[[str], None]:
@@ -489,6 +514,32 @@ def _dup_callbacks(tally: Tally) -> int:
     return max(0, tally.pay_calls - tally.pay_retries - len(tally.payments))
 
 
+def worker_totals(log_path: str) -> Optional[Dict[str, int]]:
+    """The sum of the JSON lines the workers print when they stop (the
+    killed one prints none)."""
+    import json
+    total: Dict[str, int] = {}
+    try:
+        with open(log_path) as f:
+            for line in f:
+                if line.startswith('{'):
+                    for k, v in json.loads(line).items():
+                        if isinstance(v, int):
+                            total[k] = total.get(k, 0) + v
+    except (OSError, ValueError):
+        return None
+    return total or None
+
+
+def _workers_line(w: Optional[Dict[str, int]]) -> str:
+    if not w:
+        return 'no figures'
+    return ('%d entries acknowledged after commit, %d claimed from a dead consumer, '
+            '%d replayed (already written), %d database retries (by the workers that '
+            'stopped cleanly)' % (w.get('acked', 0), w.get('claimed', 0), w.get('replayed', 0),
+                                  w.get('db_retries', 0)))
+
+
 def report_lines(cfg: DemoConfig, tally: Tally, checks, figures, outcome, elapsed: float,
                  settle_s: float) -> List[str]:
     f = figures
@@ -504,6 +555,7 @@ def report_lines(cfg: DemoConfig, tally: Tally, checks, figures, outcome, elapse
            tally.late, tally.cancels, tally.cancel_too_late),
         '  orders: %d PAID (%d units), %d CANCELLED, %d UNPAID'
         % (f['paid_orders'], f['paid_units'], f['cancelled_orders'], f['unpaid_orders']),
+        '  workers: %s' % _workers_line(f.get('workers')),
         '  events: %s' % '; '.join('%.1f s %s' % e for e in tally.events),
         '',
         'ledger check:',
@@ -535,7 +587,8 @@ def write_chart(samples: List[Dict[str, Any]], events, cfg: DemoConfig, path: st
     for when, what in events:
         ax.axvline(when, color='#d62728' if 'killed' in what else '#999999', linewidth=0.8,
                    linestyle='--')
-        ax.text(when, ax.get_ylim()[1] * 0.98, ' ' + what, fontsize=7, va='top', rotation=90,
+        short = what.split(',')[0].replace(' (SIGKILL)', '').replace('worker ', '')
+        ax.text(when, ax.get_ylim()[1] * 0.98, ' ' + short, fontsize=7, va='top', rotation=90,
                 color='#444444')
     ax.set_xlabel('seconds')
     ax.set_ylabel('units')

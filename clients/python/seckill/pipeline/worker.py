@@ -147,10 +147,10 @@ class Worker:
                 if not _redis_transient(exc):
                     raise
                 self.stats.redis_retries += 1
+                self._own_pending = True  # what was delivered but not acknowledged first
                 if str(exc).startswith(('NOGROUP', 'UNBLOCKED')):
                     log.warning('consumer group gone (sale lost or flushed?): recreating')
                     self._groups_ready = False
-                    self._own_pending = True
                 else:
                     log.warning('redis: %s; retrying', exc)
                 self.stop_event.wait(redis_backoff.next())
