@@ -251,7 +251,16 @@ def benchmark(port, requests, args, timeout=900):
 
 # ----------------------------------------------------------------- PING probe
 
-def _ping_loop(port, interval, max_seconds, connect_seconds, stop, out):
+def _run_wait(path):
+    """Seconds the thread behind a /proc .../schedstat has waited for a CPU while runnable."""
+    try:
+        with open(path, 'rb') as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _ping_loop(port, interval, max_seconds, connect_seconds, stop, out, server_pid):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the driver's handler ends servers: not here
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
@@ -272,10 +281,16 @@ def _ping_loop(port, interval, max_seconds, connect_seconds, stop, out):
             time.sleep(0.002)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     connected = time.time()
-    pong, loading = [], []   # (latency s, wall time sent)
+    # Each sample: (latency, wall time sent, how long the server's main thread
+    # and this probe waited for a CPU during it), so that the machine's noise
+    # can be told from the server's own stalls.
+    pong, loading = [], []
+    mine = '/proc/thread-self/schedstat'
     end = time.monotonic() + max_seconds
     try:
         while not stop.is_set() and time.monotonic() < end:
+            theirs = '/proc/%d/schedstat' % server_pid.value
+            w_srv, w_me = _run_wait(theirs), _run_wait(mine)
             wall = time.time()
             t0 = time.perf_counter()
             s.sendall(b'PING\r\n')
@@ -286,7 +301,8 @@ def _ping_loop(port, interval, max_seconds, connect_seconds, stop, out):
                     raise OSError('connection closed')
                 buf += chunk
             dt = time.perf_counter() - t0
-            (pong if buf.startswith(b'+PONG') else loading).append((dt, wall))
+            (pong if buf.startswith(b'+PONG') else loading).append(
+                (dt, wall, _run_wait(theirs) - w_srv, _run_wait(mine) - w_me))
             if interval:
                 time.sleep(interval)
     except OSError as e:
@@ -304,21 +320,27 @@ def summarize(samples):
 
     def pct(p):
         return lat[min(len(lat) - 1, int(len(lat) * p))] * 1000
+    net = max(samples, key=lambda x: x[0] - x[2] - x[3])
     return {'n': len(lat), 'max_ms': worst[0] * 1000, 'max_at': worst[1], 'p50_ms': pct(0.50),
             'p99_ms': pct(0.99), 'p999_ms': pct(0.999),
+            'max_server_wait_ms': worst[2] * 1000, 'max_probe_wait_ms': worst[3] * 1000,
+            'net_max_ms': max(0.0, net[0] - net[2] - net[3]) * 1000,
             'over_10ms': sum(1 for v in lat if v > 0.010), 'over_50ms': sum(1 for v in lat if v > 0.050)}
 
 
 class Pinger:
     """PING on one connection, no pipeline, from another process (no GIL
-    shared with the driver), every `interval` s (0: back to back)."""
+    shared with the driver), every `interval` s (0: back to back). Set
+    `server_pid.value` when the server's pid is known only later."""
 
-    def __init__(self, port, interval=0.0, max_seconds=300, connect_seconds=5):
+    def __init__(self, port, interval=0.0, max_seconds=300, connect_seconds=5, pid=0):
         ctx = multiprocessing.get_context('fork')
         self.stop_ev = ctx.Event()
+        self.server_pid = ctx.Value('i', pid, lock=False)
         self.rx, tx = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=_ping_loop,
-                                args=(port, interval, max_seconds, connect_seconds, self.stop_ev, tx), daemon=True)
+                                args=(port, interval, max_seconds, connect_seconds, self.stop_ev, tx,
+                                      self.server_pid), daemon=True)
         self.proc.start()
 
     def finish(self):
@@ -425,14 +447,14 @@ def idle_size(args, workdir, count):
         pend = int(sale_info(srv.conn, 's:%d' % (count - 1))['pending'])
         used = srv.conn.info('memory')['used_memory']
         time.sleep(1)
-        pinger = Pinger(srv.port, interval=0.01, max_seconds=args.idle_seconds + 30)
+        pinger = Pinger(srv.port, interval=0.01, max_seconds=args.idle_seconds + 30, pid=srv.pid)
         t0, w0, q0 = srv.cpu_ticks(), time.monotonic(), srv.waited_ms()
         time.sleep(args.idle_seconds)
         ticks, wall, waited = srv.cpu_ticks() - t0, time.monotonic() - w0, srv.waited_ms() - q0
         ping = pinger.finish()['pong']
         cpu = ticks / CLK_TCK / wall * 100
-        log('  %7d sales: idle CPU %5.1f%% (empty server %.1f%%), PING p99 %.1f ms max %.1f ms (%d pings);'
-            ' load %.1f s, used_memory %s' % (count, cpu, base, ping.get('p99_ms', 0), ping.get('max_ms', 0),
+        log('  %7d sales: idle CPU %5.1f%% (empty server %.1f%%), PING p99 %.1f ms, max %s (%d pings);'
+            ' load %.1f s, used_memory %s' % (count, cpu, base, ping.get('p99_ms', 0), ping_worst(ping),
                                               ping['n'], load_s, '{:,}'.format(used)))
         return {'sales': count, 'cpu_pct': cpu, 'baseline_pct': base, 'seconds': wall, 'ping': ping,
                 'waited_ms': waited,
@@ -498,7 +520,7 @@ def scenario_expiry(args, workdir):
         load = expiry_load(srv, args, workdir)
         log('  loaded in %.1f s, %d pending, first due in %d ms' % (
             load['load_s'], load['pending_after_load'], load['margin_ms']))
-        pinger = Pinger(srv.port, max_seconds=args.expiry_wait + args.expiry_hold_ms / 1000 + 30)
+        pinger = Pinger(srv.port, max_seconds=args.expiry_wait + args.expiry_hold_ms / 1000 + 30, pid=srv.pid)
         q0 = srv.waited_ms()
         first, done = wait_released(srv.conn, 's:{x}', load['pending_after_load'],
                                     load['margin_ms'] / 1000 + args.expiry_wait)
@@ -539,6 +561,7 @@ def scenario_expiry(args, workdir):
         pinger = Pinger(port, max_seconds=args.expiry_wait + 60, connect_seconds=30)
         t_start = time.time()
         srv = Server('expiry-restart', args.module, workdir, dbfilename=rdb, wait=False, port=port)
+        pinger.server_pid.value = srv.pid
         first, done = wait_released(srv.conn, 's:{x}', pending_saved, args.expiry_wait)
         ping = pinger.finish()
         info = sale_info(srv.conn, 's:{x}')
@@ -566,8 +589,8 @@ def report_release(r, since=None):
     p = r['ping']
     took = (r['all_released'] - (since or r['due_first_ms'] / 1000)) * 1000 if r['all_released'] else None
     r['release_ms'] = took
-    log('  worst PING %.1f ms (p99 %.2f ms, %d pings, %d over 50 ms); all released %s; pending at the end %d' % (
-        p.get('max_ms', 0), p.get('p99_ms', 0), p['n'], p.get('over_50ms', 0),
+    log('  worst PING %s (p99 %.2f ms, %d pings, %d over 50 ms); all released %s; pending at the end %d' % (
+        ping_worst(p), p.get('p99_ms', 0), p['n'], p.get('over_50ms', 0),
         ('%.0f ms after %s' % (took, 'the first PONG' if since else 'the first hold fell due')) if took is not None
         else 'NOT within the bound', r['pending_end']))
 
@@ -592,7 +615,7 @@ def scenario_reconcile(args, workdir):
         mem0 = c.info('memory')
         raw = redis.Connection(port=srv.port, socket_timeout=600)
         raw.connect()
-        pinger = Pinger(srv.port, max_seconds=900)
+        pinger = Pinger(srv.port, max_seconds=900, pid=srv.pid)
         q0 = srv.waited_ms()
         calls, offset, refusals, counts = [], 0, [], {}
         t_all = time.perf_counter()
@@ -652,9 +675,8 @@ def scenario_reconcile(args, workdir):
                'replica_caught_up': caught_up, 'replica_slowlog_us': rslow_us, 'replica_slowlog_cmd': rslow_cmd,
                'replica_peak': rmem['used_memory_peak'], 'replica_used_end': rmem['used_memory'],
                'replica_confirmed': int(rinfo['confirmed']) if rinfo else None}
-        log('  %d call(s) of %d rows: total %.2f s, slowest call %.2f s (SLOWLOG %.1f ms), worst PING %.1f ms' % (
-            len(calls), chunk, res['total_s'], res['slowest_call_s'] or 0, slow_us / 1000,
-            ping['pong'].get('max_ms', 0)))
+        log('  %d call(s) of %d rows: total %.2f s, slowest call %.2f s (SLOWLOG %.1f ms), worst PING %s' % (
+            len(calls), chunk, res['total_s'], res['slowest_call_s'] or 0, slow_us / 1000, ping_worst(ping['pong'])))
         log('  used_memory %s -> peak %s -> end %s; confirmed %d, invariant %s; replica SLOWLOG %.1f ms, peak %s' % (
             mb(mem0['used_memory']), mb(mem1['used_memory_peak']), mb(mem1['used_memory']), res['confirmed'],
             res['invariant'], rslow_us / 1000, mb(rmem['used_memory_peak'])))
@@ -746,11 +768,11 @@ def key_figures(res):
         rows.append(('idle-cpu', 'server CPU idle, %s sales' % k(s['sales']), '≤ 5 %' if s['sales'] <= 20000 else '',
                      '%.1f %%' % s['cpu_pct']))
         rows.append(('idle-cpu', 'PING p99 / max meanwhile, %s sales' % k(s['sales']), '',
-                     '%s / %s' % (ms(get(s, 'ping', 'p99_ms'), 2), ms(get(s, 'ping', 'max_ms')))))
+                     '%s / %s' % (ms(get(s, 'ping', 'p99_ms'), 2), ping_worst(s.get('ping')))))
     for v, label in (('live', 'live'), ('restart', 'after a restart from RDB')):
         x = get(e, v)
         if x:
-            rows.append(('mass-expiry', 'worst PING, %s' % label, '≤ 50 ms', ms(get(x, 'ping', 'max_ms'))))
+            rows.append(('mass-expiry', 'worst PING, %s' % label, '≤ 50 ms', ping_worst(x.get('ping'))))
             rows.append(('mass-expiry', 'all %s released after (%s)' % (
                 k(x['pending_saved'] if v == 'restart' else x['pending_after_load']),
                 'first PONG' if v == 'restart' else 'first due'), '',
@@ -759,15 +781,16 @@ def key_figures(res):
         rows.append(('reconcile', 'rows per call × calls', '', '%s × %d' % ('{:,}'.format(r['chunk']), r['calls'])))
         rows.append(('reconcile', 'total time / slowest call', '', '%.2f s / %.2f s' % (
             r['total_s'], r['slowest_call_s'] or 0)))
-        rows.append(('reconcile', 'worst PING during the calls', '', ms(get(r, 'ping', 'max_ms'))))
+        rows.append(('reconcile', 'worst PING during the calls', '', ping_worst(r.get('ping'))))
         rows.append(('reconcile', 'used_memory_peak / final used_memory', '', '%s / %s' % (
             mb(r['used_memory_peak']), mb(r['used_memory_end']))))
     if o:
         first, last = o['chunks'][0], o['chunks'][-1]
         rows.append(('one-buyer', 'throughput, overall (first → last chunk)', '', '%s/s (%s → %s)' % (
             k(o['rps']), k(first['rps']), k(last['rps']))))
-        rows.append(('one-buyer', 'server µs per RESERVE, first → last run', '', '%s → %s' % (
-            *('%.0f µs' % x['usec_per_call'] if x.get('usec_per_call') is not None else '—' for x in (first, last)),)))
+        per_call = ['%.0f µs' % x['usec_per_call'] if x.get('usec_per_call') is not None else '—'
+                    for x in (first, last)]
+        rows.append(('one-buyer', 'server µs per RESERVE, first → last run', '', ' → '.join(per_call)))
         rows.append(('one-buyer', 'slowest command (SLOWLOG)', '', ms(o['slowest_us'] / 1000, 2)
                      if o['slowest_us'] else '< 1 ms'))
     return rows
@@ -805,6 +828,17 @@ def n(v):
 
 def slow_ms(us, digits=1):
     return ms(us / 1000, digits) if us else '< 1 ms'
+
+
+def ping_worst(p):
+    """The worst PING, with the CPU waits of the server and the probe during it,
+    and the worst PING less those waits (what the server itself stalled)."""
+    if not p or not p.get('n'):
+        return '—'
+    if 'net_max_ms' not in p:
+        return ms(p.get('max_ms'))
+    return '%s (CPU waits in it: server %s, probe %s); less CPU waits: %s' % (
+        ms(p['max_ms']), ms(p['max_server_wait_ms'], 0), ms(p['max_probe_wait_ms'], 0), ms(p['net_max_ms']))
 
 
 def lat_ms(v):
@@ -867,11 +901,12 @@ def section(label, run):
                     'N sales `SECKILL.INIT s:{i} 10 HOLD 3600000` + one `SECKILL.RESERVE s:{i} u1` each (sent with'
                 ' `redis-cli --pipe`), 1 s of rest, then the server\'s utime+stime over %d s of idleness'
                     ' (`/proc/<pid>/stat`), while one connection PINGs every 10 ms.' % a['idle_seconds'])
-        out += table(['sales', 'server CPU', 'empty server', 'PING p50', 'p99', 'max', 'pings', 'sales tracked',
+        out += table(['sales', 'server CPU', 'empty server', 'PING p50', 'p99', '<max', 'pings', 'sales tracked',
                       'used_memory', 'server waited for a CPU'],
                      [[n(x['sales']), '%.1f %%' % x['cpu_pct'], '%.1f %%' % x['baseline_pct'],
-                       ms(x['ping'].get('p50_ms'), 2), ms(x['ping'].get('p99_ms'), 2), ms(x['ping'].get('max_ms')),
-                       x['ping']['n'], x['tracked'], mb(x['used_memory']), ms(x.get('waited_ms'), 0)]
+                       ms(x['ping'].get('p50_ms'), 2), ms(x['ping'].get('p99_ms'), 2), ping_worst(x['ping']),
+                       x['ping']['n'], x['tracked'] if x['tracked'] is not None else '—', mb(x['used_memory']),
+                       ms(x.get('waited_ms'), 0)]
                       for x in i['sizes']])
     e = res.get('mass-expiry')
     if e:
@@ -890,11 +925,14 @@ def section(label, run):
             p = x['ping']
             after = ('%s after %s' % (ms(x['release_ms'], 0), 'the first PONG' if v == 'restart' else
                                       'the first hold fell due') if x.get('all_released') else 'not within the bound')
+            ref = x.get('first_pong') if v == 'restart' else x['due_first_ms'] / 1000
+            at = ('%+.0f ms' % ((p['max_at'] - ref) * 1000)) if p.get('max_at') and ref else '—'
             rows.append([v, '%.1f s' % x['load_s'], n(x.get('pending_saved', x['pending_after_load'])),
-                         ms(p.get('max_ms')), ms(p.get('p99_ms'), 2), p.get('over_50ms', 0), after, n(x['expired']),
+                         ping_worst(p), at, ms(p.get('p99_ms'), 2), p.get('over_50ms', 0), after, n(x['expired']),
                          slow_ms(x['slowlog_us']),
                          ms(x.get('waited_ms'), 0) + (' (since it started)' if v == 'restart' else '')])
-        out += table(['<variant', 'load', 'pending', 'worst PING', 'p99', 'PINGs > 50 ms', '<all released after',
+        out += table(['<variant', 'load', 'pending', '<worst PING', 'sent at (from the first due / first PONG)',
+                      'p99', 'PINGs > 50 ms', '<all released after',
                       'expired', 'SLOWLOG max', 'server waited for a CPU'], rows)
         x = e.get('restart')
         if x:
@@ -914,11 +952,11 @@ def section(label, run):
                 ' Call time is the client\'s (send to parsed reply; total: the sum over calls, without building'
                     ' the commands); SLOWLOG is the server\'s.' % (
                         n(r['rows']), n(r['chunk'])))
-        out += table(['calls', 'total', 'slowest call', 'SLOWLOG max', 'worst PING', 'used_memory before',
+        out += table(['calls', 'total', 'slowest call', 'SLOWLOG max', '<worst PING', 'used_memory before',
                       'used_memory_peak', 'used_memory end', 'replica SLOWLOG max', 'replica peak / end',
                       'server waited for a CPU'],
                      [['%d × %s' % (r['calls'], n(r['chunk'])), '%.2f s' % r['total_s'],
-                       '%.2f s' % (r['slowest_call_s'] or 0), slow_ms(r['slowlog_us']), ms(get(r, 'ping', 'max_ms')),
+                       '%.2f s' % (r['slowest_call_s'] or 0), slow_ms(r['slowlog_us']), ping_worst(r.get('ping')),
                        mb(r['used_memory_before']), mb(r['used_memory_peak']), mb(r['used_memory_end']),
                        slow_ms(r['replica_slowlog_us']), '%s / %s' % (mb(r['replica_peak']), mb(r['replica_used_end'])),
                        ms(r.get('waited_ms'), 0)]])
@@ -1124,7 +1162,7 @@ def main():
             f.write(text)
     log('')
     for sc, fig, target, value in key_figures(run['results']):
-        log('%-12s %-45s %-9s %s' % (sc, fig, target, value))
+        log('%-12s %-45s %-9s %s' % (sc, fig, target, value or '—'))
     log('total %.0f s%s' % (run['meta']['seconds'], '' if args.no_write else '; wrote ' + args.out))
     if failed:
         log('FAILED: ' + '; '.join(failed))
