@@ -128,6 +128,12 @@ class RedisServer:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
+    def restart(self) -> 'RedisServer':
+        """SIGKILL, then the same port and folder again: what was saved
+        (SAVE writes dump.rdb there) is loaded."""
+        self.kill()
+        return self.start()
+
     def stop(self) -> None:
         if self.alive():
             self.proc.terminate()

@@ -210,3 +210,20 @@ def test_workers_starting_together_on_an_empty_database(db):
                               'from seckill.pipeline.store import open_store; '
                               'open_store(%r).create_schema()' % db.url]) for _ in range(4)]
     assert [p.wait(60) for p in runs] == [0, 0, 0, 0]
+
+
+def test_worker_rides_out_a_redis_restart(db, r, redis_server):
+    store = db.store()
+    cfg = make_sale(store, r, total=20)
+    sale = Sale(r, KEY)
+    w = Worker(r, store, [cfg], consumer='w', block_ms=100)
+    with WorkerThread(w):
+        sale.reserve('u0', reqid='o0')
+        wait_for(lambda: store.order('o0') is not None, what='o0')
+        sale.reserve('u1', reqid='o1')
+        r.execute_command('SAVE')
+        redis_server.restart()   # o1 may or may not have been acknowledged: both are fine
+        # (redis-py reconnects by itself; past its retries the worker backs off)
+        sale.reserve('u2', reqid='o2')
+        wait_for(lambda: store.order('o2') is not None and drained(r), what='o2 after the restart')
+    assert {o.rid for o in store.orders(KEY)} == {'o0', 'o1', 'o2'}
