@@ -1,0 +1,476 @@
+"""The split-sale protocol (docs/cluster.md) as plain functions: key naming
+and hash-tag placement, user routing, stock planning (refill batches,
+borrows), transfer ids, the audit, repair planning, the reconcile fan-out.
+
+Nothing here talks to Redis: tests/test_split_protocol.py checks all of it
+without a server. `seckill.split.SplitSale` is the thin redis-py layer that
+executes these plans.
+
+A split sale named N is a pool key plus P part keys on distinct cluster
+masters, and a layout hash that any process reads to open the sale:
+
+    sale:{N}:split                the layout (HGETALL): version, total, parts, keys
+    sale:{N.pool}                 the pool (no reservations, only SEND)
+    sale:{N.p0} .. sale:{N.p<P-1>} the parts (users reserve on their home part)
+    sale:{N.p0}:events            a part's reservation stream (stream=True)
+
+A tag that would put a key on a master already used gets a salt
+(`N.p1.7`), the first salt 1, 2, ... that lands on an unused master; the
+layout stores the tags chosen, so readers never recompute them.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from . import protocol as p
+
+LAYOUT_VERSION = 1
+ROUTE = 'sha256-be64-mod'         # the routing function's name in the layout
+PREFIX = 'sale:'
+INITIAL_PERMILLE = 600            # parts start with 60% of the stock, the pool keeps the rest
+DEFAULT_BMAX = 1000               # the largest refill batch
+MAX_SALT = 100_000                # placement gives up (reuses a master) after this many salts
+SLOTS = 16384
+
+# Path names for the counters of extra round trips (bench and stats).
+PATHS = ('refill', 'borrow', 'state', 'repair')
+
+
+# ---------------------------------------------------------------- slots and names
+
+def _crc16(data: bytes) -> int:
+    """CRC16-XMODEM (poly 0x1021, init 0): Redis Cluster's key hash."""
+    return binascii.crc_hqx(data, 0)
+
+
+def hash_tag(key: str) -> bytes:
+    """The part of a key that Redis Cluster hashes: the first {...} with
+    something inside, else the whole key."""
+    b = key.encode('utf-8')
+    s = b.find(b'{')
+    if s >= 0:
+        e = b.find(b'}', s + 1)
+        if e > s + 1:
+            return b[s + 1:e]
+    return b
+
+
+def key_slot(key: str) -> int:
+    """The cluster slot of `key` (CLUSTER KEYSLOT)."""
+    return _crc16(hash_tag(key)) % SLOTS
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError('a split sale needs a non-empty name')
+    if any(c in name for c in '{}') or len(name.encode('utf-8')) > 128:
+        raise ValueError('sale name %r: no braces, at most 128 bytes' % (name,))
+    return name
+
+
+def layout_key(name: str) -> str:
+    return '%s{%s}:split' % (PREFIX, check_name(name))
+
+
+def tag_key(tag: str) -> str:
+    return '%s{%s}' % (PREFIX, tag)
+
+
+def stream_key(tag: str) -> str:
+    return '%s{%s}:events' % (PREFIX, tag)
+
+
+def key_tag(key: str) -> str:
+    return hash_tag(key).decode('utf-8')
+
+
+def part_tag(name: str, i: int, salt: int = 0) -> str:
+    return '%s.p%d' % (name, i) + ('.%d' % salt if salt else '')
+
+
+def pool_tag(name: str, salt: int = 0) -> str:
+    return '%s.pool' % name + ('.%d' % salt if salt else '')
+
+
+def place(name: str, parts: int, owner: Optional[Callable[[int], str]] = None,
+          masters: Sequence[str] = ()) -> Tuple[str, List[str]]:
+    """(pool tag, [part tags]). `owner(slot)` names the master serving a
+    slot, `masters` lists them all. Part i takes the first salt 0, 1, 2 ...
+    whose slot lies on the least-used master (so P <= masters puts every
+    part on its own master, P > masters spreads them round-robin); the pool
+    then takes the least-used master left. Without `owner` (one node) the
+    tags are unsalted."""
+    check_name(name)
+    if parts < 1:
+        raise ValueError('parts must be at least 1')
+    if owner is None or len(set(masters)) <= 1:
+        return pool_tag(name), [part_tag(name, i) for i in range(parts)]
+    load = {m: 0 for m in masters}
+
+    def pick(make: Callable[[int], str]) -> str:
+        least = min(load.values())
+        for salt in range(MAX_SALT):
+            tag = make(salt)
+            m = owner(_crc16(tag.encode('utf-8')) % SLOTS)
+            if load.get(m) == least:
+                load[m] += 1
+                return tag
+        tag = make(0)       # a topology with a master that owns almost nothing
+        m = owner(_crc16(tag.encode('utf-8')) % SLOTS)
+        load[m] = load.get(m, 0) + 1
+        return tag
+
+    tags = [pick(lambda s, i=i: part_tag(name, i, s)) for i in range(parts)]
+    return pick(lambda s: pool_tag(name, s)), tags
+
+
+# ---------------------------------------------------------------- routing
+
+def route(user: str, parts: int) -> int:
+    """The home part of a user: the first 8 bytes of SHA-256(UTF-8 user id)
+    as a big-endian unsigned 64-bit integer, modulo P."""
+    if parts < 1:
+        raise ValueError('parts must be at least 1')
+    digest = hashlib.sha256(str(user).encode('utf-8')).digest()
+    return int.from_bytes(digest[:8], 'big') % parts
+
+
+# ---------------------------------------------------------------- stock planning
+
+def split_stock(total: int, parts: int, permille: int = INITIAL_PERMILLE) -> Tuple[int, List[int]]:
+    """(pool total, [part totals]): every part starts with
+    floor(total * permille / 1000 / P), the pool keeps the rest."""
+    if total < 0 or parts < 1:
+        raise ValueError('total >= 0 and parts >= 1')
+    share = total * permille // 1000 // parts
+    return total - share * parts, [share] * parts
+
+
+def batch_size(pool_remaining: int, parts: int, bmax: int = DEFAULT_BMAX) -> int:
+    """A refill batch: clamp(ceil(pool / 2P), 1, Bmax); 0 for an empty pool."""
+    if pool_remaining <= 0:
+        return 0
+    return max(1, min(bmax, -(-pool_remaining // (2 * parts))))
+
+
+def low_water(pool_total: int, parts: int, bmax: int = DEFAULT_BMAX) -> int:
+    """The mark under which a part refills: half the first batch, at least 1."""
+    return max(1, -(-batch_size(pool_total, parts, bmax) // 2))
+
+
+def crossed_low(remaining: int, qty: int, low: int) -> bool:
+    """True for the one RESERVE that took the part from >= low to < low:
+    that caller (and only it, unless stock came back in between) refills."""
+    return remaining < low <= remaining + qty
+
+
+def transfer_id(rand: Optional[bytes] = None) -> str:
+    """A fresh transfer id: 't.' and 16 random hex digits. SEND is
+    idempotent by it: a retry after a lost reply takes nothing twice."""
+    return 't.' + (rand if rand is not None else os.urandom(8)).hex()
+
+
+def debit_id(dst_key: str, received_total: int) -> str:
+    """The id of a repair's re-debit: a function of the destination and its
+    received total, so two repairers never debit twice for one loss."""
+    return 'd.' + hashlib.sha256(('%s\n%d' % (dst_key, received_total)).encode()).hexdigest()[:16]
+
+
+def borrow_plan(home: str, need: int, remaining: Mapping[str, int], parts: int,
+                bmax: int = DEFAULT_BMAX, pool: Optional[str] = None) -> List[Tuple[str, int]]:
+    """Where an empty home part takes `need` units from: [(donor, qty)].
+    Donors richest first (the pool first while it has stock, in a refill
+    batch); from a part it takes max(what is still needed, half the donor's
+    remaining capped at Bmax), never more than the donor has."""
+    if need <= 0:
+        return []
+    plan: List[Tuple[str, int]] = []
+    left = need
+    donors = sorted((k for k, v in remaining.items() if k != home and v > 0),
+                    key=lambda k: (k != pool, -remaining[k], k))
+    for donor in donors:
+        if left <= 0:
+            break
+        have = remaining[donor]
+        if donor == pool:
+            take = max(left, batch_size(have, parts, bmax))
+        else:
+            take = max(left, min(bmax, -(-have // 2)))
+        take = min(take, have)
+        plan.append((donor, take))
+        left -= take
+    return plan
+
+
+# ---------------------------------------------------------------- layout
+
+@dataclass(frozen=True)
+class Layout:
+    """What the layout hash holds. Keys are in the order pool, p0 .. p(P-1)."""
+    name: str
+    total: int
+    pool: str
+    parts: Tuple[str, ...]
+    streams: Tuple[str, ...] = ()
+    limit: int = 1
+    bmax: int = DEFAULT_BMAX
+    low: int = 1
+    initial: Tuple[int, ...] = ()     # INIT totals: pool, then parts
+    version: int = LAYOUT_VERSION
+
+    @property
+    def keys(self) -> Tuple[str, ...]:
+        return (self.pool,) + self.parts
+
+    def home(self, user: str) -> str:
+        return self.parts[route(user, len(self.parts))]
+
+    def to_hash(self) -> Dict[str, str]:
+        h = {'version': str(self.version), 'route': ROUTE, 'name': self.name,
+             'total': str(self.total), 'parts': str(len(self.parts)), 'pool': self.pool,
+             'limit': str(self.limit), 'bmax': str(self.bmax), 'low': str(self.low),
+             'initial': ','.join(str(x) for x in self.initial)}
+        for i, k in enumerate(self.parts):
+            h['part.%d' % i] = k
+        for i, s in enumerate(self.streams):
+            h['stream.%d' % i] = s
+        return h
+
+    @classmethod
+    def from_hash(cls, h: Mapping[Any, Any]) -> 'Layout':
+        f = {p.text(k): p.text(v) for k, v in h.items()}
+        version = int(f.get('version', 0))
+        if version != LAYOUT_VERSION:
+            raise p.ProtocolError('split layout version %r: this client reads %d'
+                                  % (f.get('version'), LAYOUT_VERSION))
+        if f.get('route') != ROUTE:
+            raise p.ProtocolError('split layout routes by %r' % f.get('route'))
+        n = int(f['parts'])
+        streams = tuple(f['stream.%d' % i] for i in range(n) if 'stream.%d' % i in f)
+        initial = tuple(int(x) for x in f.get('initial', '').split(',') if x)
+        return cls(name=f['name'], total=int(f['total']), pool=f['pool'],
+                   parts=tuple(f['part.%d' % i] for i in range(n)), streams=streams,
+                   limit=int(f.get('limit', 1)), bmax=int(f.get('bmax', DEFAULT_BMAX)),
+                   low=int(f.get('low', 1)), initial=initial, version=version)
+
+
+def make_layout(name: str, total: int, pool_tag_: str, part_tags: Sequence[str], *,
+                limit: int = 1, stream: bool = False, bmax: int = DEFAULT_BMAX,
+                permille: int = INITIAL_PERMILLE) -> Layout:
+    pool_total, part_totals = split_stock(total, len(part_tags), permille)
+    return Layout(name=name, total=total, pool=tag_key(pool_tag_),
+                  parts=tuple(tag_key(t) for t in part_tags),
+                  streams=tuple(stream_key(t) for t in part_tags) if stream else (),
+                  limit=limit, bmax=bmax, low=low_water(pool_total, len(part_tags), bmax),
+                  initial=(pool_total,) + tuple(part_totals))
+
+
+# ---------------------------------------------------------------- state and audit
+
+@dataclass
+class KeyState:
+    """One key's report, as SECKILL.INFO gives it; `sent` / `received` per
+    peer key."""
+    key: str
+    total: int
+    remaining: int
+    pending: int
+    confirmed: int
+    released: int
+    invariant: str
+    sent: Dict[str, int] = field(default_factory=dict)
+    received: Dict[str, int] = field(default_factory=dict)
+    report: Dict[str, Any] = field(default_factory=dict)
+
+
+def key_state(key: str, report: Optional[Mapping[str, Any]]) -> Optional[KeyState]:
+    """A parsed report (seckill.protocol.parse_report) as a KeyState; None
+    for a missing key."""
+    if report is None:
+        return None
+    sent: Dict[str, int] = {}
+    received: Dict[str, int] = {}
+    for peer, s, r in report.get('peers', []) or []:
+        sent[peer] = int(s)
+        received[peer] = int(r)
+    return KeyState(key=key, total=int(report['total']), remaining=int(report['remaining']),
+                    pending=int(report['pending']), confirmed=int(report['confirmed']),
+                    released=int(report.get('released', 0)), invariant=str(report['invariant']),
+                    sent=sent, received=received, report=dict(report))
+
+
+@dataclass
+class Audit:
+    """The whole sale from one round of reports.
+
+    `in_flight` sums sent_i[j] - received_j[i] over the pairs where it is
+    positive (`flights`: (src, dst) -> (sent_total, received_total)).
+    A negative pair (`negative`: (src, dst) -> units) is a destination
+    that received more than its source ever sent: a lost debit (the source
+    went back in time: a restored DUMP, a failover that lost the SEND). It
+    is only trusted when a read of the source after the destination
+    confirms it; a single parallel round can show one across a transfer.
+    """
+    total: int
+    remaining: int = 0
+    pending: int = 0
+    confirmed: int = 0
+    released: int = 0
+    in_flight: int = 0
+    flights: Dict[Tuple[str, str], Tuple[int, int]] = field(default_factory=dict)
+    negative: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    missing: List[str] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+    remainders: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def lost_debit(self) -> int:
+        return sum(self.negative.values())
+
+    @property
+    def available(self) -> int:
+        """Units that are or will be reservable: remaining plus in flight."""
+        return self.remaining + self.in_flight
+
+    @property
+    def invariant(self) -> str:
+        return 'ok' if not self.problems else 'broken'
+
+
+def audit(layout: Layout, states: Mapping[str, Optional[KeyState]]) -> Audit:
+    """Checks `sum(remaining + pending + confirmed) + in_flight == total`
+    and everything it rests on: every key present, each key's own invariant
+    ok, the INIT totals summing to the sale's total, no negative pair, no
+    transfer with a key outside the sale."""
+    a = Audit(total=layout.total)
+    keys = layout.keys
+    members = set(keys)
+    init_sum = 0
+    for k in keys:
+        st = states.get(k)
+        if st is None:
+            a.missing.append(k)
+            continue
+        a.remaining += st.remaining
+        a.pending += st.pending
+        a.confirmed += st.confirmed
+        a.released += st.released
+        a.remainders[k] = st.remaining
+        init_sum += st.total
+        if st.invariant != 'ok':
+            a.problems.append('%s: invariant %s' % (k, st.invariant))
+        for peer in set(st.sent) | set(st.received):
+            if peer not in members:
+                a.problems.append('%s: transfers with %s, not a key of this sale' % (k, peer))
+    for src in keys:
+        s_state = states.get(src)
+        if s_state is None:
+            continue
+        for dst in keys:
+            if dst == src or states.get(dst) is None:
+                continue
+            sent = s_state.sent.get(dst, 0)
+            got = states[dst].received.get(src, 0)
+            if sent > got:
+                a.flights[(src, dst)] = (sent, got)
+                a.in_flight += sent - got
+            elif got > sent:
+                a.negative[(src, dst)] = got - sent
+    if a.missing:
+        a.problems.append('missing keys: %s' % ', '.join(a.missing))
+    elif init_sum != layout.total:
+        a.problems.append('INIT totals sum to %d, the sale has %d' % (init_sum, layout.total))
+    for (src, dst), n in sorted(a.negative.items()):
+        a.problems.append('lost debit: %s received %d more from %s than it sent' % (dst, n, src))
+    if not a.missing and a.remaining + a.pending + a.confirmed + a.in_flight != layout.total:
+        a.problems.append('remaining + pending + confirmed + in_flight = %d, total %d'
+                          % (a.remaining + a.pending + a.confirmed + a.in_flight, layout.total))
+    return a
+
+
+def sold_out(a: Audit, qty: int) -> bool:
+    """The only SOLD_OUT a split sale answers: no key holds the units and
+    nothing is in flight that could bring them."""
+    return a.remaining < qty and a.in_flight == 0
+
+
+# ---------------------------------------------------------------- repair
+
+RECV = 'recv'
+DEBIT = 'debit'
+
+
+@dataclass(frozen=True)
+class RepairStep:
+    """`recv`: RECV dst src sent_total (after a fence write and WAIT on the
+    source's node when it has replicas). `debit`: SEND src dst units MIN 1
+    TID debit_id(dst, received) brings src's sent counter up to what dst
+    has received (only for a negative pair confirmed by a second read)."""
+    action: str
+    src: str
+    dst: str
+    amount: int          # recv: the sent_total to pass; debit: the units to take
+    tid: Optional[str] = None
+
+
+def repair_plan(a: Audit, confirmed_negative: Optional[Mapping[Tuple[str, str], Tuple[int, int]]] = None
+                ) -> List[RepairStep]:
+    """The steps that complete interrupted transfers (every pair in flight)
+    and re-debit confirmed lost debits. `confirmed_negative` maps (src, dst)
+    to (src's sent, dst's received) as read destination first, then source."""
+    steps = [RepairStep(RECV, src, dst, sent) for (src, dst), (sent, _got) in sorted(a.flights.items())]
+    for (src, dst), (sent, got) in sorted((confirmed_negative or {}).items()):
+        if got > sent:
+            steps.append(RepairStep(DEBIT, src, dst, got - sent, debit_id(dst, got)))
+    return steps
+
+
+# ---------------------------------------------------------------- reconcile fan-out
+
+def group_orders(layout: Layout, orders: Iterable[Any]) -> Dict[str, List[Tuple[str, str, int]]]:
+    """Order rows (rid, user, qty) by their user's home part key (every part
+    present, possibly with no rows)."""
+    out: Dict[str, List[Tuple[str, str, int]]] = {k: [] for k in layout.parts}
+    for order in orders:
+        rid, user, qty = p.order_row(order)
+        out[layout.home(user)].append((rid, user, qty))
+    return out
+
+
+def shortfall(part_report: Mapping[str, Any], rows: Sequence[Tuple[str, str, int]]) -> int:
+    """Units a part lacks to take back its released and unknown orders
+    (from a RECONCILE report without APPLY)."""
+    qty = {rid: q for rid, _u, q in rows}
+    need = sum(qty.get(rid, 0) for c in ('released', 'unknown')
+               for rid in part_report.get('orders_%s_ids' % c, []))
+    return max(0, need - int(part_report.get('remaining', 0)))
+
+
+def merge_parts(results: Mapping[str, p.ReconcileResult]) -> Dict[str, Any]:
+    """Per-part ReconcileResults summed as one report: orders_<class> counts,
+    orders_<class>_ids lists (for every class but ok), and `parts`: each
+    part's key, counts and report."""
+    out: Dict[str, Any] = {'orders_' + c: 0 for c in p.CLASSES}
+    for c in p.CLASSES:
+        if c != 'ok':
+            out['orders_%s_ids' % c] = []
+    out['parts'] = []
+    for key, res in results.items():
+        for c in p.CLASSES:
+            out['orders_' + c] += res.counts[c]
+            if c != 'ok':
+                out['orders_%s_ids' % c].extend(res.ids[c])
+        out['parts'].append({'key': key, 'counts': dict(res.counts), 'report': res.report})
+    return out
+
+
+__all__ = ['LAYOUT_VERSION', 'ROUTE', 'PATHS', 'key_slot', 'hash_tag', 'layout_key', 'tag_key',
+           'stream_key', 'place', 'route', 'split_stock', 'batch_size', 'low_water', 'crossed_low',
+           'transfer_id', 'debit_id', 'borrow_plan', 'Layout', 'make_layout', 'KeyState',
+           'key_state', 'Audit', 'audit', 'sold_out', 'RepairStep', 'repair_plan',
+           'group_orders', 'shortfall', 'merge_parts']

@@ -1,0 +1,247 @@
+"""The split-sale protocol (seckill.split_protocol) without a server: slots,
+placement, routing (the test vectors of docs/cluster.md), stock planning,
+the audit, repair planning, the reconcile fan-out."""
+
+import collections
+import random
+
+import pytest
+
+from seckill import protocol as p
+from seckill import split_protocol as sp
+
+def test_key_slot_matches_redis():
+    # CLUSTER KEYSLOT answers from Redis's own documentation and source.
+    assert sp.key_slot('foo') == 12182
+    assert sp.key_slot('123456789') == 12739
+    assert sp.key_slot('{user1000}.following') == sp.key_slot('{user1000}.followers') == 3443
+    assert sp.key_slot('foo{}{bar}') == sp.key_slot('foo{}{bar}')   # empty tag: whole key
+    assert sp.hash_tag('foo{}{bar}') == b'foo{}{bar}'
+    assert sp.hash_tag('foo{{bar}}zap') == b'{bar'
+    assert sp.hash_tag('sale:{1001.p0}:events') == b'1001.p0'
+
+
+def test_names():
+    assert sp.layout_key('1001') == 'sale:{1001}:split'
+    assert sp.tag_key('1001.p2.7') == 'sale:{1001.p2.7}'
+    assert sp.stream_key('1001.p0') == 'sale:{1001.p0}:events'
+    assert sp.key_slot(sp.stream_key('1001.p0.3')) == sp.key_slot(sp.tag_key('1001.p0.3'))
+    for bad in ('', 'a{b', 'x}', 'y' * 129):
+        with pytest.raises(ValueError):
+            sp.layout_key(bad)
+
+
+def _three_masters(slot):
+    return 'a' if slot <= 5460 else 'b' if slot <= 10922 else 'c'
+
+
+def test_placement_distinct_masters():
+    pool, parts = sp.place('1001', 3, _three_masters, ['a', 'b', 'c'])
+    masters = [_three_masters(sp.key_slot(sp.tag_key(t))) for t in parts]
+    assert sorted(masters) == ['a', 'b', 'c']
+    # Deterministic: the doc's example, first salt that lands on the least-used master.
+    assert (pool, parts) == ('1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'])
+    assert sp.place('1001', 3, _three_masters, ['a', 'b', 'c']) == (pool, parts)
+
+
+@pytest.mark.parametrize('nparts,nmasters', [(2, 3), (3, 3), (5, 3), (8, 4), (16, 5)])
+def test_placement_spreads_evenly(nparts, nmasters):
+    names = ['m%d' % i for i in range(nmasters)]
+    owner = lambda slot: names[slot * nmasters // sp.SLOTS]
+    pool, parts = sp.place('sku-9', nparts, owner, names)
+    load = collections.Counter(owner(sp.key_slot(sp.tag_key(t))) for t in parts)
+    assert max(load.values()) - min(load.get(n, 0) for n in names) <= 1
+    assert len(set(parts)) == nparts
+    # The pool takes the least-used master after the parts.
+    pool_master = owner(sp.key_slot(sp.tag_key(pool)))
+    assert load.get(pool_master, 0) == min(load.get(n, 0) for n in names)
+
+
+def test_placement_one_node():
+    assert sp.place('s', 3) == ('s.pool', ['s.p0', 's.p1', 's.p2'])
+    assert sp.place('s', 2, lambda s: 'x', ['x']) == ('s.pool', ['s.p0', 's.p1'])
+
+
+def test_route_vectors():
+    # The table in docs/cluster.md; a Go or Java client must match it.
+    assert [sp.route('user:1', n) for n in (1, 2, 3, 4, 8, 16)] == [0, 1, 0, 1, 5, 5]
+    assert [sp.route('alice', n) for n in (1, 2, 3, 4, 8, 16)] == [0, 1, 2, 3, 7, 15]
+    assert [sp.route('bob', n) for n in (1, 2, 3, 4, 8, 16)] == [0, 0, 2, 2, 2, 10]
+    assert [sp.route('\u7528\u62371', n) for n in (1, 3, 16)] == [0, 0, 10]
+    assert sp.route('alice', 1_000_000_007) == int('2bd806c97f0e00af', 16) % 1_000_000_007
+
+
+def test_route_is_even():
+    rng = random.Random(7)
+    counts = collections.Counter(sp.route('u%016x' % rng.getrandbits(64), 3) for _ in range(30000))
+    assert all(abs(c / 30000 - 1 / 3) < 0.02 for c in counts.values())
+    counts = collections.Counter(sp.route('user:%d' % i, 8) for i in range(40000))
+    assert all(abs(c / 40000 - 1 / 8) < 0.01 for c in counts.values())
+
+
+def test_split_stock_and_batches():
+    assert sp.split_stock(10000, 3) == (4000 + 10000 * 600 // 1000 % 3, [2000, 2000, 2000])
+    pool, parts = sp.split_stock(10, 3)
+    assert parts == [2, 2, 2] and pool == 4
+    assert sp.split_stock(2, 3) == (2, [0, 0, 0])
+    assert sp.split_stock(0, 4) == (0, [0, 0, 0, 0])
+    assert sp.batch_size(0, 3) == 0
+    assert sp.batch_size(1, 3) == 1
+    assert sp.batch_size(4000, 3) == 667
+    assert sp.batch_size(4000, 3, bmax=100) == 100
+    assert sp.batch_size(7, 3) == 2
+    assert sp.low_water(4000, 3) == 334
+    assert sp.low_water(4, 3) == 1 and sp.low_water(0, 3) == 1
+
+
+def test_batches_shrink_and_drain_the_pool():
+    pool, parts, refills = 4000, 3, 0
+    last = None
+    while pool:
+        b = sp.batch_size(pool, parts)
+        assert last is None or b <= last
+        last, pool, refills = b, pool - b, refills + 1
+    assert last == 1 and refills < 80       # ~2P ln(pool) + 2P
+
+
+def test_crossed_low_once():
+    low = 10
+    seen = [r for r in range(30, -1, -1) if sp.crossed_low(r, 1, low)]
+    assert seen == [9]
+    seen = [r for r in range(30, -1, -3) if sp.crossed_low(r, 3, low)]
+    assert seen == [9]
+
+
+def test_transfer_ids():
+    assert sp.transfer_id(b'\x00' * 8) == 't.0000000000000000'
+    ids = {sp.transfer_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(len(i) == 18 for i in ids)
+    assert sp.debit_id('sale:{x.p1}', 5) == sp.debit_id('sale:{x.p1}', 5) != sp.debit_id('sale:{x.p1}', 6)
+
+
+def test_borrow_plan():
+    rem = {'pool': 0, 'p0': 0, 'p1': 40, 'p2': 10}
+    assert sp.borrow_plan('p0', 1, rem, 3, pool='pool') == [('p1', 20)]
+    assert sp.borrow_plan('p0', 45, rem, 3, pool='pool') == [('p1', 40), ('p2', 5)]
+    assert sp.borrow_plan('p0', 100, rem, 3, pool='pool') == [('p1', 40), ('p2', 10)]
+    assert sp.borrow_plan('p0', 1, rem, 3, bmax=8, pool='pool') == [('p1', 8)]
+    assert sp.borrow_plan('p0', 0, rem, 3, pool='pool') == []
+    # The pool first while it has stock, in a refill batch.
+    assert sp.borrow_plan('p0', 1, {'pool': 60, 'p1': 500}, 3, pool='pool') == [('pool', 10)]
+    assert sp.borrow_plan('p0', 2, {'p1': 1, 'p2': 1, 'p0': 9}, 3) == [('p1', 1), ('p2', 1)]
+    assert sp.borrow_plan('p0', 1, {'p1': 1}, 3) == [('p1', 1)]
+    assert sp.borrow_plan('p0', 1, {'p0': 5}, 3) == []
+
+
+LAY = sp.Layout(name='s', total=100, pool='P', parts=('A', 'B', 'C'), initial=(40, 20, 20, 20))
+
+
+def st(key, total, remaining, pending=0, confirmed=0, sent=None, received=None, invariant='ok'):
+    peers = []
+    sent, received = sent or {}, received or {}
+    for peer in sorted(set(sent) | set(received)):
+        peers.append((peer, sent.get(peer, 0), received.get(peer, 0)))
+    report = {'total': total, 'remaining': remaining, 'pending': pending, 'confirmed': confirmed,
+              'released': 0, 'invariant': invariant, 'peers': peers}
+    return sp.key_state(key, report)
+
+
+def healthy():
+    # P sent 10 to A (received), 5 to B (in flight); A sold 25.
+    return {'P': st('P', 40, 25, sent={'A': 10, 'B': 5}),
+            'A': st('A', 20, 5, pending=20, confirmed=5, received={'P': 10}),
+            'B': st('B', 20, 20), 'C': st('C', 20, 20)}
+
+
+def test_audit_ok_with_flight():
+    a = sp.audit(LAY, healthy())
+    assert a.invariant == 'ok', a.problems
+    assert a.in_flight == 5 and a.flights == {('P', 'B'): (5, 0)}
+    assert (a.remaining, a.pending, a.confirmed) == (70, 20, 5)
+    assert a.remaining + a.pending + a.confirmed + a.in_flight == 100
+    assert a.available == 75 and not sp.sold_out(a, 1)
+    # Never SOLD_OUT while something is in flight, even past what it brings.
+    assert not sp.sold_out(a, 76)
+    steps = sp.repair_plan(a)
+    assert steps == [sp.RepairStep(sp.RECV, 'P', 'B', 5)]
+
+
+def test_audit_lost_debit():
+    s = healthy()
+    s['P'] = st('P', 40, 35, sent={'B': 5})          # P restored from before its SEND to A
+    a = sp.audit(LAY, s)
+    assert a.invariant == 'broken' and a.lost_debit == 10
+    assert a.negative == {('P', 'A'): 10}
+    assert any('lost debit' in x for x in a.problems)
+    # Each key's own invariant holds: only the pair shows the loss, and
+    # the units exist twice (remaining + ... + in_flight passes the total).
+    assert any('remaining + pending + confirmed + in_flight = 110' in x for x in a.problems)
+    steps = sp.repair_plan(a, {('P', 'A'): (0, 10)})
+    assert steps[-1] == sp.RepairStep(sp.DEBIT, 'P', 'A', 10, sp.debit_id('A', 10))
+
+
+def test_audit_missing_and_broken_keys():
+    s = healthy()
+    s['C'] = None
+    a = sp.audit(LAY, s)
+    assert a.invariant == 'broken' and a.missing == ['C']
+    s = healthy()
+    s['B'] = st('B', 20, 20, invariant='broken')
+    assert sp.audit(LAY, s).invariant == 'broken'
+    s = healthy()
+    s['C'] = st('C', 25, 25)                         # INIT totals no longer sum to 100
+    assert any('INIT totals' in x for x in sp.audit(LAY, s).problems)
+    s = healthy()
+    s['C'] = st('C', 20, 20, received={'X': 0})
+    assert any('not a key of this sale' in x for x in sp.audit(LAY, s).problems)
+
+
+def test_sold_out_needs_nothing_in_flight():
+    s = {'P': st('P', 40, 0, sent={'A': 40}), 'A': st('A', 20, 0, confirmed=20, received={'P': 0}),
+         'B': st('B', 20, 0, confirmed=20), 'C': st('C', 20, 0, confirmed=20)}
+    a = sp.audit(LAY, s)
+    assert a.in_flight == 40 and not sp.sold_out(a, 1)
+    s['A'] = st('A', 20, 40, confirmed=20, received={'P': 40})
+    a = sp.audit(LAY, s)
+    assert not sp.sold_out(a, 1) and a.invariant == 'ok'
+    s['A'] = st('A', 20, 0, confirmed=60, received={'P': 40})
+    a = sp.audit(LAY, s)
+    assert sp.sold_out(a, 1) and a.invariant == 'ok'
+
+
+def test_layout_hash_roundtrip():
+    lay = sp.make_layout('1001', 10000, '1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'],
+                         limit=2, stream=True)
+    h = lay.to_hash()
+    assert h['part.1'] == 'sale:{1001.p1.1}' and h['stream.2'] == 'sale:{1001.p2.1}:events'
+    assert h['route'] == sp.ROUTE and h['initial'] == '4000,2000,2000,2000'
+    back = sp.Layout.from_hash({k.encode(): v.encode() for k, v in h.items()})
+    assert back == lay and back.keys[0] == 'sale:{1001.pool}'
+    assert back.home('alice') == back.parts[2]
+    with pytest.raises(p.ProtocolError):
+        sp.Layout.from_hash(dict(h, version='2'))
+    with pytest.raises(p.ProtocolError):
+        sp.Layout.from_hash(dict(h, route='crc32'))
+
+
+def test_group_orders_and_shortfall():
+    groups = sp.group_orders(LAY, [('o1', 'alice', 1), ('o2', 'bob', 2), ('o3', 'user:1', 1)])
+    assert set(groups) == {'A', 'B', 'C'}
+    assert groups['C'] == [('o1', 'alice', 1), ('o2', 'bob', 2)]
+    assert groups['A'] == [('o3', 'user:1', 1)] and groups['B'] == []
+    rows = [('o1', 'u', 1), ('o2', 'v', 2), ('o3', 'w', 3)]
+    report = {'remaining': 1, 'orders_released_ids': ['o2'], 'orders_unknown_ids': ['o3']}
+    assert sp.shortfall(report, rows) == 4
+    assert sp.shortfall(dict(report, remaining=9), rows) == 0
+
+
+def test_merge_parts():
+    r1, r2 = p.ReconcileResult(), p.ReconcileResult()
+    r1.counts.update(ok=3, unknown=1)
+    r1.ids['unknown'].append('o9')
+    r2.counts.update(ok=1, pending=2)
+    r2.ids['pending'] += ['o1', 'o2']
+    out = sp.merge_parts({'A': r1, 'B': r2})
+    assert out['orders_ok'] == 4 and out['orders_pending'] == 2 and out['orders_unknown'] == 1
+    assert out['orders_pending_ids'] == ['o1', 'o2'] and out['orders_unknown_ids'] == ['o9']
+    assert out['orders_conflict'] == 0 and [x['key'] for x in out['parts']] == ['A', 'B']
