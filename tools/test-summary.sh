@@ -29,8 +29,8 @@ add)
 cargo)
 	[ $# -eq 4 ] || { echo "usage: $0 cargo NAME LOG SECONDS" >&2; exit 2; }
 	# "test result: ok. 85 passed; 0 failed; 0 ignored; ..." (one per test binary)
-	counts=$(grep -o 'test result: [A-Z]*\. [0-9]* passed; [0-9]* failed' "$3" |
-		awk '{p += $4; f += $6; n++} END {if (n) print p, f}')
+	counts=$(grep -o 'test result: [A-Za-z]*\. [0-9]* passed; [0-9]* failed' "$3" |
+		awk '{p += $4; f += $6; n++} END {if (n) print p, f}' || true)
 	if [ -n "$counts" ]; then
 		set -- "$2" "$4" $counts
 		"$0" add "$1" "cargo-test" "$3" "$4" "$2"
