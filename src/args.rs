@@ -266,6 +266,55 @@ pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>>
     Ok(out)
 }
 
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendArgs<'a> {
+    pub peer: &'a [u8],
+    pub qty: u64,
+    pub min: u64,
+    pub tid: &'a [u8],
+}
+
+/// A peer key: an id-like name (1 to 256 bytes) other than the key itself.
+fn parse_peer<'a>(key: &[u8], peer: &'a [u8]) -> ArgResult<&'a [u8]> {
+    let peer = parse_id("peer", peer)?;
+    if peer == key {
+        return err("ERR peer must differ from the key: a key cannot send to itself");
+    }
+    Ok(peer)
+}
+
+/// `SECKILL.SEND key peer qty [MIN m] TID tid`; `args` starts after the key.
+pub fn parse_send<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<SendArgs<'a>> {
+    let [peer, qty, rest @ ..] = args else {
+        return Err(ArgError::Arity);
+    };
+    let peer = parse_peer(key, peer)?;
+    let qty = parse_u64("qty", qty, 1, MAX_TOTAL)?;
+    let (mut min, mut tid) = (1, None);
+    let mut o = Options::new(rest);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("MIN") => min = o.number("MIN", 1, MAX_TOTAL)?,
+            Some("TID") => {
+                o.once("TID")?;
+                tid = Some(parse_id("TID", o.value("TID")?)?);
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    let tid = tid.ok_or_else(|| ArgError::Msg("ERR TID is required: it makes a retried SEND take nothing more".into()))?;
+    Ok(SendArgs { peer, qty, min, tid })
+}
+
+/// `SECKILL.RECV key peer sent_total`; `args` starts after the key. Any
+/// 64-bit total parses; the sale refuses one it cannot hold.
+pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
+    let [peer, total] = args else {
+        return Err(ArgError::Arity);
+    };
+    Ok((parse_peer(key, peer)?, parse_u64("sent_total", total, 0, u64::MAX)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +376,30 @@ mod tests {
         assert!(msg(parse_reconcile(&[b"APPLY"])).contains("ORDERS"));
         assert!(msg(parse_reconcile(&[b"ORDERS", b"2", b"r1", b"u1", b"2"])).contains("ORDERS"));
         assert_eq!(parse_rid(&[]), Err(ArgError::Arity));
+    }
+
+    #[test]
+    fn send_and_recv() {
+        let a = parse_send(b"k", &[b"p", b"5", b"min", b"2", b"TID", b"t1"]).unwrap();
+        assert_eq!(a, SendArgs { peer: b"p", qty: 5, min: 2, tid: b"t1" });
+        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t"]).unwrap().min, 1);
+        assert_eq!(parse_send(b"k", &[b"p"]), Err(ArgError::Arity));
+        assert!(msg(parse_send(b"k", &[b"k", b"5", b"TID", b"t"])).contains("peer"));
+        assert!(msg(parse_send(b"k", &[b"", b"5", b"TID", b"t"])).contains("peer"));
+        assert!(msg(parse_send(b"k", &[&[b'p'; 257], b"5", b"TID", b"t"])).contains("peer"));
+        assert!(msg(parse_send(b"k", &[b"p", b"0", b"TID", b"t"])).contains("qty"));
+        assert!(msg(parse_send(b"k", &[b"p", b"1000000000000001", b"TID", b"t"])).contains("qty"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5"])).contains("TID"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b""])).contains("TID"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID"])).contains("TID"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"MIN", b"0", b"TID", b"t"])).contains("MIN"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"MIN", b"1", b"MIN", b"1", b"TID", b"t"])).contains("twice"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"TID", b"t"])).contains("twice"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"NOPE", b"TID", b"t"])).contains("NOPE"));
+        assert_eq!(parse_recv(b"k", &[b"p", b"18446744073709551615"]), Ok((&b"p"[..], u64::MAX)));
+        assert!(msg(parse_recv(b"k", &[b"p", b"18446744073709551616"])).contains("sent_total"));
+        assert!(msg(parse_recv(b"k", &[b"p", b"x"])).contains("sent_total"));
+        assert!(msg(parse_recv(b"k", &[b"k", b"1"])).contains("peer"));
+        assert_eq!(parse_recv(b"k", &[b"p"]), Err(ArgError::Arity));
     }
 }

@@ -96,6 +96,95 @@ impl Buckets {
         }
     }
 
+    pub fn allocation(&self) -> &[u64] {
+        &self.allocation
+    }
+
+    /// Plans sending `qty` units away (SECKILL.SEND): from the fullest
+    /// buckets first, levelling them down, so the stock left stays spread
+    /// over the buckets and buyers keep finding it in their home bucket.
+    /// `None` when fewer than `qty` remain.
+    pub fn plan_send(&self, qty: u64) -> Option<Vec<Take>> {
+        if qty == 0 || self.total_remaining() < qty {
+            return None;
+        }
+        let above = |level: u64| self.remaining.iter().map(|&r| r.saturating_sub(level)).sum::<u64>();
+        // The lowest level whose excess is below `qty` (level 0 holds it all).
+        let level = lowest(0, self.remaining.iter().copied().max().unwrap_or(0), |l| above(l) < qty);
+        let mut extra = qty - above(level);
+        let mut takes = Vec::new();
+        for (i, &r) in self.remaining.iter().enumerate() {
+            let one = u64::from(extra > 0 && r >= level && level > 0);
+            extra -= one;
+            push_take(&mut takes, i, r.saturating_sub(level) + one);
+        }
+        Some(takes)
+    }
+
+    /// Plans crediting `qty` received units (SECKILL.RECV): to the emptiest
+    /// buckets first, levelling them up.
+    pub fn plan_credit(&self, qty: u64) -> Vec<Take> {
+        let below = |level: u64| self.remaining.iter().map(|&r| level.saturating_sub(r)).fold(0u64, u64::saturating_add);
+        // Past `top` the shortfall is more than `qty` for sure.
+        let top = self.remaining.iter().copied().min().unwrap_or(0).saturating_add(qty).saturating_add(1);
+        // The highest level whose shortfall is at most `qty`.
+        let level = lowest(0, top, |l| below(l) > qty).saturating_sub(1);
+        let mut extra = qty - below(level);
+        let mut takes = Vec::new();
+        for (i, &r) in self.remaining.iter().enumerate() {
+            let one = u64::from(extra > 0 && r <= level);
+            extra -= one;
+            push_take(&mut takes, i, level.saturating_sub(r) + one);
+        }
+        takes
+    }
+
+    /// Whether `takes` name distinct buckets with positive amounts (the
+    /// form transfer effects use) summing to `qty` without overflow.
+    pub fn valid_transfer(&self, takes: &[Take], qty: u64) -> bool {
+        let mut seen = vec![false; self.remaining.len()];
+        let mut sum: u64 = 0;
+        for t in takes {
+            let Some(slot) = seen.get_mut(t.bucket as usize) else { return false };
+            if *slot || t.qty == 0 {
+                return false;
+            }
+            *slot = true;
+            sum = match sum.checked_add(t.qty) {
+                Some(s) => s,
+                None => return false,
+            };
+        }
+        sum == qty
+    }
+
+    /// Sends units away: they leave the remainders and the allocations
+    /// alike, so a later release never gives back above what is left.
+    /// Callers check with `can_take`.
+    pub fn send(&mut self, takes: &[Take]) {
+        for t in takes {
+            let i = t.bucket as usize;
+            self.remaining[i] = self.remaining[i].saturating_sub(t.qty);
+            self.allocation[i] = self.allocation[i].saturating_sub(t.qty);
+        }
+    }
+
+    /// Credits received units to remainders and allocations alike. Callers
+    /// keep the sale within `MAX_TOTAL`, so nothing overflows.
+    pub fn credit(&mut self, takes: &[Take]) {
+        for t in takes {
+            let i = t.bucket as usize;
+            self.remaining[i] = self.remaining[i].saturating_add(t.qty);
+            self.allocation[i] = self.allocation[i].saturating_add(t.qty);
+        }
+    }
+
+    /// Buckets with these allocations, all full (an AOF rewrite or an RDB
+    /// load restores them before the records take their stock again).
+    pub fn with_allocation(allocation: Vec<u64>) -> Buckets {
+        Buckets { remaining: allocation.clone(), allocation }
+    }
+
     /// Gives units back to the buckets they came from, each capped at its
     /// allocation. Returns how many units were actually given back.
     pub fn give_back(&mut self, takes: &[Take]) -> u64 {
@@ -108,6 +197,26 @@ impl Buckets {
             given += back;
         }
         given
+    }
+}
+
+/// The lowest `l` in `lo..=hi` with `pred(l)`, for a `pred` that turns
+/// true once and stays true (`hi` when none before it is).
+fn lowest(mut lo: u64, mut hi: u64, pred: impl Fn(u64) -> bool) -> u64 {
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
+
+fn push_take(takes: &mut Vec<Take>, bucket: usize, qty: u64) {
+    if qty > 0 {
+        takes.push(Take { bucket: bucket as u32, qty });
     }
 }
 
@@ -152,6 +261,77 @@ mod tests {
         assert!(!b.can_take(&[Take { bucket: 2, qty: 1 }]));
         assert!(!b.can_take(&[Take { bucket: 0, qty: 1 }, Take { bucket: 0, qty: 1 }]));
         assert!(!b.can_take(&[Take { bucket: 0, qty: u64::MAX }, Take { bucket: 0, qty: 2 }]));
+    }
+
+    #[test]
+    fn send_levels_the_fullest_buckets_down() {
+        let b = Buckets { allocation: vec![9, 5, 7, 1], remaining: vec![9, 5, 7, 1] };
+        // Down to 6 (9 -> 6, 7 -> 6: 4 units), the last unit from the first.
+        assert_eq!(b.plan_send(5), Some(vec![Take { bucket: 0, qty: 4 }, Take { bucket: 2, qty: 1 }]));
+        assert_eq!(b.plan_send(7), Some(vec![Take { bucket: 0, qty: 5 }, Take { bucket: 2, qty: 2 }]));
+        assert_eq!(b.plan_send(22).map(|t| t.iter().map(|t| t.qty).sum::<u64>()), Some(22));
+        assert_eq!(b.plan_send(23), None);
+        assert_eq!(b.plan_send(0), None);
+    }
+
+    #[test]
+    fn credit_levels_the_emptiest_buckets_up() {
+        let b = Buckets { allocation: vec![9, 5, 7, 1], remaining: vec![9, 5, 7, 1] };
+        assert_eq!(b.plan_credit(4), vec![Take { bucket: 3, qty: 4 }]);
+        assert_eq!(b.plan_credit(6), vec![Take { bucket: 1, qty: 1 }, Take { bucket: 3, qty: 5 }]);
+        assert!(b.plan_credit(0).is_empty());
+    }
+
+    #[test]
+    fn sent_units_leave_the_allocation() {
+        let mut b = Buckets::new(4, 2);
+        b.send(&[Take { bucket: 0, qty: 2 }]);
+        assert_eq!((b.remaining(), b.allocation()), (&[0, 2][..], &[0, 2][..]));
+        // Nothing given back to a bucket whose units were sent away.
+        assert_eq!(b.give_back(&[Take { bucket: 0, qty: 1 }]), 0);
+        b.credit(&[Take { bucket: 0, qty: 3 }]);
+        assert_eq!((b.remaining(), b.allocation()), (&[3, 2][..], &[3, 2][..]));
+        assert!(b.valid_transfer(&[Take { bucket: 1, qty: 2 }], 2));
+        assert!(!b.valid_transfer(&[Take { bucket: 1, qty: 1 }, Take { bucket: 1, qty: 1 }], 2));
+        assert!(!b.valid_transfer(&[Take { bucket: 2, qty: 2 }], 2));
+        assert!(!b.valid_transfer(&[Take { bucket: 0, qty: 0 }, Take { bucket: 1, qty: 2 }], 2));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::model_tests::pt_config())]
+
+        /// Plans add up, never overdraw, and level: after a send no bucket
+        /// that gave is below one that did not give, and after a credit no
+        /// bucket that got is above one that did not (by more than a unit).
+        #[test]
+        fn plans_level(rem in proptest::collection::vec(0u64..50, 1..8), qty in 1u64..200) {
+            let b = Buckets { allocation: rem.clone(), remaining: rem.clone() };
+            let total: u64 = rem.iter().sum();
+            match b.plan_send(qty) {
+                None => proptest::prop_assert!(qty > total),
+                Some(takes) => {
+                    proptest::prop_assert!(b.valid_transfer(&takes, qty) && b.can_take(&takes));
+                    let mut after = b.clone();
+                    after.send(&takes);
+                    let gave: Vec<bool> = (0..rem.len()).map(|i| takes.iter().any(|t| t.bucket as usize == i)).collect();
+                    let low = (0..rem.len()).filter(|&i| gave[i]).map(|i| after.remaining[i]).min();
+                    let high = (0..rem.len()).filter(|&i| !gave[i]).map(|i| after.remaining[i]).max();
+                    if let (Some(l), Some(h)) = (low, high) {
+                        proptest::prop_assert!(l + 1 >= h, "{:?} -> {:?}", rem, after.remaining);
+                    }
+                }
+            }
+            let credits = b.plan_credit(qty);
+            proptest::prop_assert!(b.valid_transfer(&credits, qty));
+            let mut after = b.clone();
+            after.credit(&credits);
+            let got: Vec<bool> = (0..rem.len()).map(|i| credits.iter().any(|t| t.bucket as usize == i)).collect();
+            let high = (0..rem.len()).filter(|&i| got[i]).map(|i| after.remaining[i]).max();
+            let low = (0..rem.len()).filter(|&i| !got[i]).map(|i| after.remaining[i]).min();
+            if let (Some(h), Some(l)) = (high, low) {
+                proptest::prop_assert!(h <= l + 1, "{:?} -> {:?}", rem, after.remaining);
+            }
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ enum Keys {
     SaleAndStream,
 }
 
-const COMMANDS: [(&CStr, c_int, Keys, &CStr); 8] = [
+const COMMANDS: [(&CStr, c_int, Keys, &CStr); 10] = [
     (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE)."),
     (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user."),
     (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation."),
@@ -27,6 +27,10 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr); 8] = [
     (c"seckill.info", 2, Keys::Sale { write: false }, c"Report on a sale."),
     (c"seckill.get", 3, Keys::Sale { write: false }, c"Show one reservation."),
     (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect."),
+    // The peer is a key name but not a key of this call: it usually lives
+    // on another node, and the command never opens it.
+    (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale."),
+    (c"seckill.recv", 4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total."),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {

@@ -19,6 +19,7 @@ use crate::reservation::State;
 use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
 use crate::stats;
 use crate::stream::StreamKey;
+use crate::transfers::SendDecision;
 
 type Handler = fn(&Context, &[RedisString], &[&[u8]]) -> RedisResult;
 
@@ -81,6 +82,8 @@ command! {
     info_cmd => info,
     get_cmd => get,
     effect_cmd => effect,
+    send_cmd => send,
+    recv_cmd => recv,
 }
 
 /// A STREAM key must be empty or a stream, and writable by the caller.
@@ -378,4 +381,97 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
             Err(RedisError::String(format!("ERR effect refused: {}", e.0)))
         }
     }
+}
+
+/// The sale's stream when the call releases due holds (their releases are
+/// appended); transfers themselves write no stream entry.
+fn due_stream(ctx: &Context, sale: &Sale, now: u64) -> Result<Option<StreamKey>, RedisError> {
+    if sale.next_deadline().is_some_and(|d| d <= now) {
+        sale_stream(ctx, sale)
+    } else {
+        Ok(None)
+    }
+}
+
+fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
+    Reply::Array(vec![Reply::Int(a), Reply::Int(b), Reply::Int(c)]).done(ctx)
+}
+
+/// SECKILL.SEND key peer qty [MIN m] TID tid -> [taken, sent_total, remaining]
+/// (nil when the key does not exist). Works outside the sale's window: it
+/// moves stock between the keys of one sale, it sells nothing.
+fn send(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() < 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let a = args::parse_send(argv[1], &argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
+        return Reply::Null.done(ctx);
+    };
+    let now = now_ms();
+    let stream = due_stream(ctx, sale, now)?;
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    // Holds that ran out are stock again: a SEND may take it.
+    expire_due(&c, sale, now, LAZY_CHUNK);
+    // A refused SEND does not record its tid: nothing was taken, so a retry
+    // with the same tid once stock is back (or with a lower MIN) may still
+    // take it; only a SEND that took units makes its tid final.
+    let taken = match sale.decide_send(a.qty, a.min, a.tid) {
+        SendDecision::Take(takes) => {
+            let taken = takes.iter().map(|t| t.qty).sum();
+            let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes };
+            c.commit(sale, &effect).map_err(internal)?;
+            stats::SENDS.add(1);
+            stats::UNITS_SENT.add(taken);
+            taken
+        }
+        SendDecision::Repeated => {
+            stats::SEND_REPEATED.add(1);
+            0
+        }
+        SendDecision::BelowMin => {
+            stats::SEND_BELOW_MIN.add(1);
+            0
+        }
+    };
+    c.notify_stock_edge(before, sale.remaining());
+    three(ctx, taken, sale.transfer_counters(a.peer).sent, sale.remaining())
+}
+
+/// SECKILL.RECV key peer sent_total -> [credited, received_total, remaining]
+/// (nil when the key does not exist). Works outside the sale's window.
+fn recv(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+    if argv.len() != 4 {
+        return Err(RedisError::WrongArity);
+    }
+    let (peer, sent_total) = args::parse_recv(argv[1], &argv[2..])?;
+    let key = ctx.open_key_writable(&args[1]);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
+        return Reply::Null.done(ctx);
+    };
+    // A total the sale cannot hold is refused before anything changes
+    // (expiry below moves units within the sale, never past this check).
+    sale.plan_recv(peer, sent_total).map_err(|e| RedisError::String(format!("ERR sent_total cannot be credited: {}", e.0)))?;
+    let now = now_ms();
+    let stream = due_stream(ctx, sale, now)?;
+    let before = sale.remaining();
+    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    expire_due(&c, sale, now, LAZY_CHUNK);
+    let credited = match sale.plan_recv(peer, sent_total).map_err(internal)? {
+        None => {
+            stats::RECV_NOTHING.add(1);
+            0
+        }
+        Some(credits) => {
+            let credit = credits.iter().map(|t| t.qty).sum();
+            c.commit(sale, &Effect::Recv { peer: peer.into(), sent_total, credits }).map_err(internal)?;
+            stats::RECVS.add(1);
+            stats::UNITS_RECEIVED.add(credit);
+            credit
+        }
+    };
+    c.notify_stock_edge(before, sale.remaining());
+    three(ctx, credited, sale.transfer_counters(peer).received, sale.remaining())
 }

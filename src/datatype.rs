@@ -8,13 +8,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
-use crate::effect::{Effect, EFFECT_COMMAND};
+use crate::effect::EFFECT_COMMAND;
 use crate::encoding;
 use crate::rawapi;
 use crate::sale::Sale;
 
 /// Bumped with the persisted format; `encoding` reads every older version.
-pub const ENCODING_VERSION: i32 = 1;
+pub const ENCODING_VERSION: i32 = 2;
 
 /// Records per SECKILL.EFFECT command in an AOF rewrite.
 const AOF_BATCH: usize = 64;
@@ -98,23 +98,11 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 }
 
 /// Rebuilds the sale with the same SECKILL.EFFECT commands replication
-/// uses: INIT, then the records in creation order (live ones take their
-/// stock again, which gives back the exact bucket remainders).
+/// uses (`effect::rebuild`: INIT, the transfer state, the records).
 unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
     let s = sale(value);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        let cmd = EFFECT_COMMAND;
-        rawapi::emit_aof(aof, cmd, key, &Effect::Init(s.config().clone()).to_args());
-        let mut batch = Vec::with_capacity(AOF_BATCH);
-        for rec in s.records() {
-            batch.push(rec.to_owned());
-            if batch.len() == AOF_BATCH {
-                rawapi::emit_aof(aof, cmd, key, &Effect::Records(std::mem::take(&mut batch)).to_args());
-            }
-        }
-        if !batch.is_empty() {
-            rawapi::emit_aof(aof, cmd, key, &Effect::Records(batch).to_args());
-        }
+        crate::effect::rebuild(s, AOF_BATCH, |e| rawapi::emit_aof(aof, EFFECT_COMMAND, key, &e.to_args()));
     }));
 }
 

@@ -9,6 +9,7 @@ use crate::args::{parse_u64, ArgError, ArgResult};
 use crate::buckets::Take;
 use crate::reservation::{Reservation, State};
 use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL};
+use crate::transfers::Counters;
 
 /// The internal command replicas and the AOF receive.
 pub const EFFECT_COMMAND: &std::ffi::CStr = c"SECKILL.EFFECT";
@@ -29,6 +30,14 @@ pub enum Effect {
     /// order of the ledger rows: one replicated command per call, however
     /// many rows it fixed.
     Batch(Vec<Effect>),
+    /// SECKILL.SEND: units leave these buckets for `peer`; `tid` is recorded.
+    Send { peer: Box<[u8]>, tid: Box<[u8]>, takes: Vec<Take> },
+    /// SECKILL.RECV: `peer`'s cumulative `sent_total`, and the buckets that
+    /// take the credit (`sent_total - received[peer]` units).
+    Recv { peer: Box<[u8]>, sent_total: u64, credits: Vec<Take> },
+    /// AOF rewrite: the transfer state of a sale without records yet (its
+    /// bucket allocations, peers and some of its transfer ids).
+    Transfers { allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>> },
 }
 
 /// What a write's effect means for notifications and the stream.
@@ -91,6 +100,9 @@ impl Effect {
             }
             Effect::Retake(id, takes) => sale.retake(id, takes.clone()),
             Effect::Batch(fixes) => apply_batch(sale, fixes),
+            Effect::Send { peer, tid, takes } => sale.send(peer, tid, takes),
+            Effect::Recv { peer, sent_total, credits } => sale.recv(peer, *sent_total, credits),
+            Effect::Transfers { allocation, peers, tids } => sale.restore_transfers(allocation.clone(), peers.clone(), tids.clone()),
         }
     }
 
@@ -110,7 +122,8 @@ impl Effect {
 
     fn each_event(&self, f: &mut dyn FnMut(Event, &[u8])) {
         match self {
-            Effect::Init(_) => {}
+            // Transfers write no stream entry and name no reservation.
+            Effect::Init(_) | Effect::Send { .. } | Effect::Recv { .. } | Effect::Transfers { .. } => {}
             Effect::Records(recs) => recs.iter().for_each(|r| {
                 let ev = match r.state {
                     State::Pending => Event::Reserved,
@@ -175,6 +188,24 @@ impl Effect {
                     out.extend(args);
                 }
             }
+            Effect::Send { peer, tid, takes } => {
+                out.extend([b"SEND".to_vec(), peer.to_vec(), tid.to_vec()]);
+                push_takes(&mut out, takes);
+            }
+            Effect::Recv { peer, sent_total, credits } => {
+                out.extend([b"RECV".to_vec(), peer.to_vec(), num(*sent_total)]);
+                push_takes(&mut out, credits);
+            }
+            Effect::Transfers { allocation, peers, tids } => {
+                out.push(b"TRANSFERS".to_vec());
+                out.push(num(allocation.len() as u64));
+                out.extend(allocation.iter().map(|&a| num(a)));
+                out.push(num(peers.len() as u64));
+                for (peer, c) in peers {
+                    out.extend([peer.to_vec(), num(c.sent), num(c.received)]);
+                }
+                out.extend(tids.iter().map(|t| t.to_vec()));
+            }
         }
         out
     }
@@ -233,12 +264,58 @@ impl Effect {
                 }
                 Effect::Batch(fixes)
             }
+            b"SEND" => {
+                let (peer, tid) = (r.id()?, r.id()?);
+                Effect::Send { peer, tid, takes: r.takes()? }
+            }
+            b"RECV" => {
+                let peer = r.id()?;
+                let sent_total = r.u64("sent_total", 1, u64::MAX)?;
+                Effect::Recv { peer, sent_total, credits: r.takes()? }
+            }
+            b"TRANSFERS" => r.transfers()?,
             _ => return Err(ArgError::Msg("ERR unknown effect".into())),
         };
         if !r.done() {
             return Err(ArgError::Arity);
         }
         Ok(effect)
+    }
+}
+
+/// Transfer ids per TRANSFERS effect of an AOF rewrite.
+const REWRITE_TIDS: usize = 256;
+
+/// Calls `f` with the effects that rebuild `sale` from nothing (AOF
+/// rewrite): INIT, the transfer state if any (allocations and peers in
+/// each, the transfer ids spread over them), then the records in creation
+/// order, `batch` per effect (live ones take their stock again, which gives
+/// back the exact bucket remainders). One at a time: a rewrite of a large
+/// sale never holds a copy of it.
+pub fn rebuild(sale: &Sale, batch: usize, mut f: impl FnMut(&Effect)) {
+    f(&Effect::Init(sale.config().clone()));
+    if let Some(t) = sale.transfers() {
+        let allocation = sale.buckets().allocation().to_vec();
+        let peers: Vec<_> = t.peers.iter().map(|(p, c)| (p.clone(), *c)).collect();
+        let tids: Vec<_> = t.tids.iter().cloned().collect();
+        let mut chunks = tids.chunks(REWRITE_TIDS).peekable();
+        loop {
+            let tids = chunks.next().map_or_else(Vec::new, <[_]>::to_vec);
+            f(&Effect::Transfers { allocation: allocation.clone(), peers: peers.clone(), tids });
+            if chunks.peek().is_none() {
+                break;
+            }
+        }
+    }
+    let mut records = Vec::with_capacity(batch);
+    for rec in sale.records() {
+        records.push(rec.to_owned());
+        if records.len() == batch.max(1) {
+            f(&Effect::Records(std::mem::take(&mut records)));
+        }
+    }
+    if !records.is_empty() {
+        f(&Effect::Records(records));
     }
 }
 
@@ -399,6 +476,36 @@ impl Reader<'_> {
         Ok(Take { bucket, qty })
     }
 
+    /// Takes to the end, at least one.
+    fn takes(&mut self) -> ArgResult<Vec<Take>> {
+        let mut takes = Vec::new();
+        while !self.done() {
+            takes.push(self.take()?);
+        }
+        if takes.is_empty() {
+            return Err(ArgError::Arity);
+        }
+        Ok(takes)
+    }
+
+    /// `n a0 .. a(n-1) npeers (peer sent received)* tid*`.
+    fn transfers(&mut self) -> ArgResult<Effect> {
+        let n = self.u64("buckets", 1, u64::from(MAX_SHARDS))?;
+        let allocation = (0..n).map(|_| self.u64("allocation", 0, MAX_TOTAL)).collect::<ArgResult<Vec<_>>>()?;
+        let npeers = self.u64("peers", 0, self.args.len() as u64)?;
+        let mut peers = Vec::new();
+        for _ in 0..npeers {
+            let peer = self.id()?;
+            let c = Counters { sent: self.u64("sent", 0, u64::MAX)?, received: self.u64("received", 0, u64::MAX)? };
+            peers.push((peer, c));
+        }
+        let mut tids = Vec::new();
+        while !self.done() {
+            tids.push(self.id()?);
+        }
+        Ok(Effect::Transfers { allocation, peers, tids })
+    }
+
     fn config(&mut self) -> ArgResult<SaleConfig> {
         let total = self.u64("total", 0, MAX_TOTAL)?;
         let shards = self.u64("shards", 1, u64::from(MAX_SHARDS))? as u32;
@@ -493,6 +600,15 @@ mod tests {
             Effect::Confirm(b"a".to_vec().into()),
             Effect::Retake(b"b".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]),
         ]));
+        let takes = vec![Take { bucket: 1, qty: 2 }, Take { bucket: 0, qty: 1 }];
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone() });
+        roundtrip(Effect::Recv { peer: b"p".to_vec().into(), sent_total: u64::MAX, credits: takes });
+        roundtrip(Effect::Transfers {
+            allocation: vec![3, 0],
+            peers: vec![(b"p".to_vec().into(), crate::transfers::Counters { sent: 4, received: 1 })],
+            tids: vec![b"t1".to_vec().into(), b"t2".to_vec().into()],
+        });
+        roundtrip(Effect::Transfers { allocation: vec![3], peers: vec![], tids: vec![] });
     }
 
     fn sale_with(total: u64) -> Sale {
@@ -548,5 +664,12 @@ mod tests {
         assert!(Effect::parse(&[b"BATCH", b"2", b"EXPIRE", b"a"]).is_err());
         assert!(Effect::parse(&[b"BATCH", b"3", b"CONFIRM", b"a"]).is_err());
         assert!(Effect::parse(&[b"BATCH", b"2", b"CONFIRM", b"a", b"x"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"0"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"0", b"0"]).is_err());
+        assert!(Effect::parse(&[b"RECV", b"p", b"0", b"0", b"1"]).is_err());
+        assert!(Effect::parse(&[b"RECV", b"p", b"18446744073709551616", b"0", b"1"]).is_err());
+        assert!(Effect::parse(&[b"TRANSFERS", b"0"]).is_err());
+        assert!(Effect::parse(&[b"TRANSFERS", b"1", b"1", b"2", b"p", b"0", b"0"]).is_err());
     }
 }

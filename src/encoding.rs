@@ -1,16 +1,24 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
-//! Version 1: `version, config, bucket remainders, reservations`, integers
-//! as LEB128 varints, byte strings as `len, bytes`. Derived state (buyers,
-//! holds, tallies) is rebuilt on load, and the stored remainders must equal
-//! what the reservations imply, so a corrupt payload is refused whole.
+//! Version 2: `version, config, bucket remainders, transfers, reservations`,
+//! integers as LEB128 varints, byte strings as `len, bytes`. `transfers` is
+//! `0` for a sale that never sent or received, else `1, bucket allocations,
+//! peer count, (peer, sent, received)..., transfer id count, ids...` (peers
+//! and ids in byte order). Version 1 (still read) has no `transfers`.
+//! Derived state (buyers, holds, tallies) is rebuilt on load, and the stored
+//! remainders must equal what the allocations and reservations imply, so a
+//! corrupt payload is refused whole.
 
 use crate::buckets::Take;
 use crate::reservation::{NewRecord, State};
 use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_SHARDS};
+use crate::transfers::Counters;
 
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
+
+/// Bucket allocations, peers and transfer ids, as stored.
+type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
@@ -33,6 +41,7 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
     for &r in sale.buckets().remaining() {
         put(&mut out, r);
     }
+    put_transfers(&mut out, sale);
     put(&mut out, sale.record_count() as u64);
     let mut id = Vec::with_capacity(32);
     for r in sale.records() {
@@ -52,16 +61,41 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
     out
 }
 
+fn put_transfers(out: &mut Vec<u8>, sale: &Sale) {
+    let Some(t) = sale.transfers() else {
+        return put(out, 0);
+    };
+    put(out, 1);
+    for &a in sale.buckets().allocation() {
+        put(out, a);
+    }
+    put(out, t.peers.len() as u64);
+    for (peer, c) in &t.peers {
+        put_bytes(out, peer);
+        put(out, c.sent);
+        put(out, c.received);
+    }
+    put(out, t.tids.len() as u64);
+    for tid in &t.tids {
+        put_bytes(out, tid);
+    }
+}
+
 pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
     let mut r = Reader { bytes, pos: 0 };
-    if r.u64()? != VERSION {
+    let version = r.u64()?;
+    if version != 1 && version != VERSION {
         return Err(DecodeError("unknown encoding version"));
     }
     let config = r.config()?;
     let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+    let transfers = if version >= 2 { r.transfers(config.shards)? } else { None };
     let count = r.u64()?;
     // Each record takes at least 7 bytes: never trust a count to allocate.
     let mut sale = Sale::with_capacity(config, count.min(r.left() as u64 / 7) as usize);
+    if let Some((allocation, peers, tids)) = transfers {
+        sale.restore_transfers(allocation, peers, tids).map_err(|e| DecodeError(e.0))?;
+    }
     let mut takes = Vec::new();
     for _ in 0..count {
         let rec = r.record(&mut takes)?;
@@ -133,6 +167,39 @@ impl<'a> Reader<'a> {
         let b = &self.bytes[self.pos..self.pos + len as usize];
         self.pos += len as usize;
         Ok(b)
+    }
+
+    /// The transfer section (version 2): `None` for a plain sale. Ids and
+    /// order are checked by `Sale::restore_transfers`, except that peers
+    /// and ids must come in byte order, so each sale has one encoding.
+    fn transfers(&mut self, shards: u32) -> Result<Option<Transfers>, DecodeError> {
+        match self.u64()? {
+            0 => return Ok(None),
+            1 => {}
+            _ => return Err(DecodeError("bad transfers flag")),
+        }
+        let allocation = (0..shards).map(|_| self.u64()).collect::<Result<Vec<_>, _>>()?;
+        // A peer takes at least 4 bytes, an id 2: never trust a count to allocate.
+        let npeers = self.bounded(self.left() as u64 / 4, "too many peers")?;
+        let mut peers: Vec<(Box<[u8]>, Counters)> = Vec::with_capacity(npeers as usize);
+        for _ in 0..npeers {
+            let peer: Box<[u8]> = self.bytes()?.into();
+            let c = Counters { sent: self.u64()?, received: self.u64()? };
+            if peers.last().is_some_and(|(last, _)| *last >= peer) {
+                return Err(DecodeError("peers out of order"));
+            }
+            peers.push((peer, c));
+        }
+        let ntids = self.bounded(self.left() as u64 / 2, "too many transfer ids")?;
+        let mut tids: Vec<Box<[u8]>> = Vec::with_capacity(ntids as usize);
+        for _ in 0..ntids {
+            let tid: Box<[u8]> = self.bytes()?.into();
+            if tids.last().is_some_and(|last| *last >= tid) {
+                return Err(DecodeError("transfer ids out of order"));
+            }
+            tids.push(tid);
+        }
+        Ok(Some((allocation, peers, tids)))
     }
 
     fn config(&mut self) -> Result<SaleConfig, DecodeError> {

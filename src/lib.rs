@@ -19,6 +19,7 @@ pub mod sale;
 pub mod seq_index;
 pub mod schedule;
 pub mod slot;
+pub mod transfers;
 
 #[cfg(feature = "module")]
 mod command_info;
@@ -96,6 +97,12 @@ mod module {
             ["seckill.info", info_cmd, "readonly", 1, 1, 1, ""],
             ["seckill.get", get_cmd, "readonly", 1, 1, 1, ""],
             ["seckill.effect", effect_cmd, "write", 1, 1, 1, ""],
+            // SEND starts a transfer: refused under memory pressure like
+            // any write that can wait. RECV completes one: refusing it
+            // would leave units in flight (unusable) while the pressure
+            // lasts, and it allocates at most one peer entry.
+            ["seckill.send", send_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["seckill.recv", recv_cmd, "write", 1, 1, 1, ""],
         ],
         event_handlers: [
             [@GENERIC: crate::expiry::on_key_event],

@@ -47,6 +47,7 @@ use crate::reconcile::{reconcile_orders, OrdersReport};
 use crate::report::Report;
 use crate::reservation::{valid_id, Reservation, State};
 use crate::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig, OPEN_END};
+use crate::transfers::SendDecision;
 
 /// Cases per property; `PROPTEST_CASES=n` runs more (a long soak).
 const CASES: u32 = 256;
@@ -76,7 +77,13 @@ enum Cmd {
     Sweep,
     /// RECONCILE [EXPIRE] ORDERS ... [APPLY]; orders are (rid choice, user, qty).
     Reconcile { orders: Vec<(usize, usize, u64)>, apply: bool, expire: bool },
+    /// SEND PEERS[peer] qty MIN min TID t<tid>
+    Send { peer: usize, qty: u64, min: u64, tid: usize },
+    /// RECV PEERS[peer] sent_total
+    Recv { peer: usize, sent_total: u64 },
 }
+
+const PEERS: [&[u8]; 2] = [b"sale:{p0}", b"sale:{p1}"];
 
 fn config_strategy() -> impl Strategy<Value = SaleConfig> {
     (
@@ -114,6 +121,8 @@ fn cmd_strategy() -> impl Strategy<Value = Cmd> {
         1 => Just(Cmd::Sweep),
         1 => (vec((0..12usize, 0..5usize, 1u64..=3), 1..4), any::<bool>(), any::<bool>())
             .prop_map(|(orders, apply, expire)| Cmd::Reconcile { orders, apply, expire }),
+        1 => (0..2usize, 1u64..=8, 1u64..=4, 0..6usize).prop_map(|(peer, qty, min, tid)| Cmd::Send { peer, qty, min, tid }),
+        1 => (0..2usize, 0u64..=16).prop_map(|(peer, sent_total)| Cmd::Recv { peer, sent_total }),
     ]
 }
 
@@ -171,6 +180,10 @@ struct Model {
     index: HashMap<Vec<u8>, usize>,
     /// Users who got stock through RECONCILE APPLY (may pass LIMIT).
     ledger_users: HashSet<Vec<u8>>,
+    /// Per peer: (sent, received), cumulative.
+    peers: std::collections::BTreeMap<Vec<u8>, (u64, u64)>,
+    /// Transfer ids of the SENDs that took units.
+    tids: HashSet<Vec<u8>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,7 +199,34 @@ fn live(s: State) -> bool {
 
 impl Model {
     fn new(cfg: SaleConfig) -> Model {
-        Model { cfg, recs: Vec::new(), index: HashMap::new(), ledger_users: HashSet::new() }
+        Model { cfg, recs: Vec::new(), index: HashMap::new(), ledger_users: HashSet::new(), peers: Default::default(), tids: HashSet::new() }
+    }
+
+    /// `total + received - sent`.
+    fn capacity(&self) -> u64 {
+        let (sent, received) = self.peers.values().fold((0, 0), |(s, r), &(ps, pr)| (s + ps, r + pr));
+        self.cfg.total + received - sent
+    }
+
+    /// SEND: `[taken, sent_total]`.
+    fn send(&mut self, peer: &[u8], qty: u64, min: u64, tid: &[u8]) -> (u64, u64) {
+        let take = qty.min(self.remaining());
+        let taken = if self.tids.contains(tid) || take < min { 0 } else { take };
+        if taken > 0 {
+            self.tids.insert(tid.to_vec());
+            self.peers.entry(peer.to_vec()).or_default().0 += taken;
+        }
+        (taken, self.peers.get(peer).map_or(0, |p| p.0))
+    }
+
+    /// RECV: `[credited, received_total]`.
+    fn recv(&mut self, peer: &[u8], sent_total: u64) -> (u64, u64) {
+        let got = self.peers.get(peer).map_or(0, |p| p.1);
+        let credit = sent_total.saturating_sub(got);
+        if credit > 0 {
+            self.peers.entry(peer.to_vec()).or_default().1 = sent_total;
+        }
+        (credit, got.max(sent_total))
     }
 
     fn live_qty(&self) -> u64 {
@@ -194,7 +234,7 @@ impl Model {
     }
 
     fn remaining(&self) -> u64 {
-        self.cfg.total - self.live_qty()
+        self.capacity() - self.live_qty()
     }
 
     fn sum(&self, f: impl Fn(State) -> bool) -> u64 {
@@ -394,11 +434,19 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
     // Buyer chains, hold counts, indexes: what the public view cannot see.
     s.check_internals()?;
     let t = s.tally();
-    if s.remaining().checked_add(t.pending).and_then(|v| v.checked_add(t.confirmed)) != Some(c.total) {
-        return Err(format!("remaining {} + pending {} + confirmed {} != total {}", s.remaining(), t.pending, t.confirmed, c.total));
+    let io = s.transfer_totals().ok_or("transfer counters overflow")?;
+    let held = u128::from(s.remaining()) + u128::from(t.pending) + u128::from(t.confirmed);
+    if held + u128::from(io.sent) != u128::from(c.total) + u128::from(io.received) {
+        return Err(format!("remaining {} + pending {} + confirmed {} != total {} + {io:?}", s.remaining(), t.pending, t.confirmed, c.total));
     }
-    let alloc = Buckets::new(c.total, c.shards);
-    let alloc = alloc.remaining();
+    // The allocations start as the even split and follow the transfers.
+    if s.transfers().is_none() && s.buckets().allocation() != Buckets::new(c.total, c.shards).remaining() {
+        return Err("allocations moved without a transfer".into());
+    }
+    if u128::from(s.buckets().allocation().iter().sum::<u64>()) != held {
+        return Err("allocations do not add up to total + received - sent".into());
+    }
+    let alloc = s.buckets().allocation();
     let rem = s.buckets().remaining();
     if rem.len() != alloc.len() {
         return Err("bucket count".into());
@@ -488,6 +536,9 @@ fn check_against_model(m: &Model, s: &Sale, step: usize) {
         panic!("{}", ctx(&e));
     }
     assert_eq!(s.remaining(), m.remaining(), "{}", ctx("remaining"));
+    let peers: Vec<(Vec<u8>, (u64, u64))> =
+        s.transfers().map_or_else(Vec::new, |t| t.peers.iter().map(|(p, c)| (p.to_vec(), (c.sent, c.received))).collect());
+    assert_eq!(peers, m.peers.clone().into_iter().collect::<Vec<_>>(), "{}", ctx("transfer counters"));
     let t = s.tally();
     assert_eq!(t.pending, m.sum(|st| st == State::Pending), "{}", ctx("pending"));
     assert_eq!(t.confirmed, m.sum(|st| st == State::Confirmed), "{}", ctx("confirmed"));
@@ -729,6 +780,37 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                     "step {step}: every order row is in exactly one class"
                 );
             }
+            Cmd::Send { peer, qty, min, tid } => {
+                // commands::send: lazy expiry, decide, commit.
+                let (peer, tid) = (PEERS[*peer], format!("t{tid}").into_bytes());
+                assert_eq!(m.expire_due(now), model.expire_due(now), "step {step}: expired holds");
+                let taken = match m.sale.decide_send(*qty, *min, &tid) {
+                    SendDecision::Take(takes) => {
+                        let taken = takes.iter().map(|t| t.qty).sum();
+                        m.commit(Effect::Send { peer: peer.into(), tid: tid.clone().into(), takes });
+                        taken
+                    }
+                    SendDecision::Repeated | SendDecision::BelowMin => 0,
+                };
+                let got = (taken, m.sale.transfer_counters(peer).sent, m.sale.remaining());
+                let want = model.send(peer, *qty, *min, &tid);
+                assert_eq!(got, (want.0, want.1, model.remaining()), "step {step}: SEND reply");
+            }
+            Cmd::Recv { peer, sent_total } => {
+                let peer = PEERS[*peer];
+                assert_eq!(m.expire_due(now), model.expire_due(now), "step {step}: expired holds");
+                let credit = match m.sale.plan_recv(peer, *sent_total).expect("small totals fit") {
+                    Some(credits) => {
+                        let credit = credits.iter().map(|t| t.qty).sum();
+                        m.commit(Effect::Recv { peer: peer.into(), sent_total: *sent_total, credits });
+                        credit
+                    }
+                    None => 0,
+                };
+                let got = (credit, m.sale.transfer_counters(peer).received, m.sale.remaining());
+                let want = model.recv(peer, *sent_total);
+                assert_eq!(got, (want.0, want.1, model.remaining()), "step {step}: RECV reply");
+            }
         }
         if full {
             check_against_model(&model, &m.sale, step);
@@ -740,17 +822,20 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
     Trace { master: m.sale, replica: m.replica, effects: m.effects, snapshots }
 }
 
-/// datatype::aof_rewrite: INIT, then the records in chunks.
+/// datatype::aof_rewrite: `effect::rebuild` (INIT, transfer state, the
+/// records in chunks), each effect through to_args / parse.
 fn aof_rebuild(s: &Sale, chunk: usize) -> Sale {
-    let Effect::Init(cfg) = roundtrip_effect(&Effect::Init(s.config().clone())) else { unreachable!() };
-    let mut rebuilt = Sale::new(cfg);
-    for part in recs(&s).chunks(chunk) {
-        let e = roundtrip_effect(&Effect::Records(part.to_vec()));
-        if let Err(err) = e.apply(&mut rebuilt) {
-            panic!("AOF rewrite chunk refused: {err:?}");
+    let mut rebuilt: Option<Sale> = None;
+    crate::effect::rebuild(s, chunk, |e| match (roundtrip_effect(e), &mut rebuilt) {
+        (Effect::Init(cfg), None) => rebuilt = Some(Sale::new(cfg)),
+        (e, Some(sale)) => {
+            if let Err(err) = e.apply(sale) {
+                panic!("AOF rewrite effect {e:?} refused: {err:?}");
+            }
         }
-    }
-    rebuilt
+        (e, None) => panic!("AOF rewrite starts with {e:?}, not INIT"),
+    });
+    rebuilt.expect("an AOF rewrite emits INIT")
 }
 
 // ---------------------------------------------------------------------------
@@ -970,7 +1055,9 @@ fn with_remainders(s: &Sale, rem: &[u64]) -> Vec<u8> {
     let bytes = encode(s);
     let fresh = encode(&Sale::new(c.clone()));
     let alloc_len: usize = Buckets::new(c.total, c.shards).remaining().iter().map(|&a| varint_len(a)).sum();
-    let prefix = fresh.len() - alloc_len - 1;
+    // A fresh sale ends with its remainders, the transfers flag (0) and
+    // the record count (0).
+    let prefix = fresh.len() - alloc_len - 2;
     let old_len: usize = s.buckets().remaining().iter().map(|&r| varint_len(r)).sum();
     let mut out = bytes[..prefix].to_vec();
     for &r in rem {

@@ -87,7 +87,7 @@ impl Reply {
     }
 
     pub fn report_fields(r: &Report) -> Vec<(&'static str, Reply)> {
-        vec![
+        let mut fields = vec![
             ("total", Reply::Int(r.total)),
             ("remaining", Reply::Int(r.remaining)),
             ("pending", Reply::Int(r.pending)),
@@ -98,6 +98,15 @@ impl Reply {
             ("reservations", Reply::Int(r.reservations)),
             ("shards", Reply::Array(r.shards.iter().map(|&n| Reply::Int(n)).collect())),
             ("invariant", Reply::Simple(if r.invariant_ok { c"ok" } else { c"broken" })),
-        ]
+        ];
+        if let Some(t) = &r.transfers {
+            let peer = |(p, s, r): &(Box<[u8]>, u64, u64)| Reply::Array(vec![Reply::id(p), Reply::Int(*s), Reply::Int(*r)]);
+            fields.extend([
+                ("sent", Reply::Int(t.sent)),
+                ("received", Reply::Int(t.received)),
+                ("peers", Reply::Array(t.peers.iter().map(peer).collect())),
+            ]);
+        }
+        fields
     }
 }

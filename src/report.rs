@@ -15,6 +15,26 @@ pub struct Report {
     pub reservations: u64,
     pub shards: Vec<u64>,
     pub invariant_ok: bool,
+    /// Only for a key that ever sent or received: plain sales keep the
+    /// report they always had.
+    pub transfers: Option<TransferReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransferReport {
+    pub sent: u64,
+    pub received: u64,
+    /// `(peer, sent_total, received_total)`, in byte order of the peer.
+    pub peers: Vec<(Box<[u8]>, u64, u64)>,
+}
+
+impl TransferReport {
+    fn of(sale: &Sale) -> Option<TransferReport> {
+        let t = sale.transfers()?;
+        let totals = t.totals().unwrap_or_default();
+        let peers = t.peers.iter().map(|(p, c)| (p.clone(), c.sent, c.received)).collect();
+        Some(TransferReport { sent: totals.sent, received: totals.received, peers })
+    }
 }
 
 impl Report {
@@ -31,6 +51,7 @@ impl Report {
             reservations: sale.record_count() as u64,
             shards: sale.buckets().remaining().to_vec(),
             invariant_ok: sale.invariant_holds(),
+            transfers: TransferReport::of(sale),
         }
     }
 }

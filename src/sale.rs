@@ -26,6 +26,7 @@ use hashbrown::DefaultHashBuilder;
 use crate::buckets::{Buckets, Take};
 use crate::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::seq_index::SeqIndex;
+use crate::transfers::{Counters, SendDecision, Transfers};
 
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
 pub const MAX_SHARDS: u32 = 1024;
@@ -434,6 +435,9 @@ pub struct Sale {
     /// moves it on, so `next_deadline` reads one record.
     hold_cursor: u32,
     tally: Tally,
+    /// What the sale sent to and received from peer keys (a split sale);
+    /// `None` until its first transfer, so a plain sale pays nothing.
+    transfers: Option<Box<Transfers>>,
     /// Per process, never persisted: keyed against crafted collisions.
     hasher: DefaultHashBuilder,
 }
@@ -492,6 +496,7 @@ impl Sale {
             multi_takes: HashMap::new(),
             hold_cursor: 0,
             tally: Tally::default(),
+            transfers: None,
             hasher: DefaultHashBuilder::default(),
         }
     }
@@ -528,11 +533,27 @@ impl Sale {
         self.find(id).map(|seq| RecordView { sale: self, seq })
     }
 
-    /// `sum(bucket remaining) + pending + confirmed == total`.
+    /// `sum(bucket remaining) + pending + confirmed == total + received - sent`.
     pub fn invariant_holds(&self) -> bool {
-        self.buckets.total_remaining() == self.remaining
-            && self.remaining.checked_add(self.tally.pending).and_then(|v| v.checked_add(self.tally.confirmed))
-                == Some(self.config.total)
+        let held = u128::from(self.remaining) + u128::from(self.tally.pending) + u128::from(self.tally.confirmed);
+        self.buckets.total_remaining() == self.remaining && Some(held) == self.capacity()
+    }
+
+    /// `total + received - sent`: the units this key holds in any form.
+    /// `None` when the transfer counters do not add up (never in a sale
+    /// built through its checked methods).
+    pub fn capacity(&self) -> Option<u128> {
+        let t = self.transfer_totals()?;
+        (u128::from(self.config.total) + u128::from(t.received)).checked_sub(u128::from(t.sent))
+    }
+
+    /// Units sent and received, summed over peers (zero for a plain sale).
+    pub fn transfer_totals(&self) -> Option<Counters> {
+        self.transfers.as_ref().map_or(Some(Counters::default()), |t| t.totals())
+    }
+
+    pub fn transfers(&self) -> Option<&Transfers> {
+        self.transfers.as_deref()
     }
 
     fn hash(&self, bytes: &[u8]) -> u64 {
@@ -1043,6 +1064,132 @@ impl Sale {
         self.buckets.plan_take(self.buckets.home_of(user), qty)
     }
 
+    /// Decides a SEND of up to `qty` units to `peer` (tid `tid`) without
+    /// changing anything: `min(qty, remaining)` from the remaining stock
+    /// only (pending and confirmed units stay), unless the tid was seen or
+    /// that is below `min`.
+    pub fn decide_send(&self, qty: u64, min: u64, tid: &[u8]) -> SendDecision {
+        if self.transfers.as_ref().is_some_and(|t| t.tids.contains(tid)) {
+            return SendDecision::Repeated;
+        }
+        let take = qty.min(self.remaining);
+        if take < min.max(1) {
+            return SendDecision::BelowMin;
+        }
+        match self.buckets.plan_send(take) {
+            Some(takes) => SendDecision::Take(takes),
+            None => SendDecision::BelowMin,
+        }
+    }
+
+    /// Sends the units `takes` names to `peer` and records `tid`; refused,
+    /// changing nothing, when it does not fit.
+    pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+        if !valid_id(peer) || !valid_id(tid) {
+            return Err(EffectError("bad peer or transfer id"));
+        }
+        if self.transfers.as_ref().is_some_and(|t| t.tids.contains(tid)) {
+            return Err(EffectError("transfer id seen before"));
+        }
+        let qty = takes.iter().try_fold(0u64, |s, t| s.checked_add(t.qty)).ok_or(EffectError("take overflows"))?;
+        if qty == 0 || !self.buckets.valid_transfer(takes, qty) || !self.buckets.can_take(takes) {
+            return Err(EffectError("stock is not there to send"));
+        }
+        let sent = self.transfer_counters(peer).sent.checked_add(qty).ok_or(EffectError("sent counter overflows"))?;
+        self.transfer_totals().and_then(|t| t.sent.checked_add(qty)).ok_or(EffectError("sent counter overflows"))?;
+        self.buckets.send(takes);
+        self.remaining -= qty;
+        let t = self.transfers.get_or_insert_with(Box::default);
+        t.peers.entry(peer.into()).or_default().sent = sent;
+        t.tids.insert(tid.into());
+        Ok(())
+    }
+
+    pub fn transfer_counters(&self, peer: &[u8]) -> Counters {
+        self.transfers.as_ref().map_or_else(Counters::default, |t| t.counters(peer))
+    }
+
+    /// Plans a RECV of `peer`'s cumulative `sent_total`: the buckets that
+    /// take the credit, `Ok(None)` when there is nothing to credit, an error
+    /// when the credit would take the key past `MAX_TOTAL` units.
+    pub fn plan_recv(&self, peer: &[u8], sent_total: u64) -> Result<Option<Vec<Take>>, EffectError> {
+        let credit = sent_total.saturating_sub(self.transfer_counters(peer).received);
+        if credit == 0 {
+            return Ok(None);
+        }
+        self.check_credit(credit)?;
+        Ok(Some(self.buckets.plan_credit(credit)))
+    }
+
+    /// A key never holds more than `MAX_TOTAL` units, and its counters stay
+    /// within 64 bits.
+    fn check_credit(&self, credit: u64) -> Result<(), EffectError> {
+        let held = self.capacity().ok_or(EffectError("transfer counters do not add up"))?;
+        if held + u128::from(credit) > u128::from(MAX_TOTAL) {
+            return Err(EffectError("the credit would take the sale past 10^15 units"));
+        }
+        self.transfer_totals().and_then(|t| t.received.checked_add(credit)).ok_or(EffectError("received counter overflows"))?;
+        Ok(())
+    }
+
+    /// Credits what `peer` sent beyond what was received from it, to the
+    /// buckets `credits` names; refused, changing nothing, when it does not
+    /// fit.
+    pub fn recv(&mut self, peer: &[u8], sent_total: u64, credits: &[Take]) -> Result<(), EffectError> {
+        if !valid_id(peer) {
+            return Err(EffectError("bad peer"));
+        }
+        let credit = sent_total.checked_sub(self.transfer_counters(peer).received).filter(|&c| c > 0);
+        let credit = credit.ok_or(EffectError("nothing to credit"))?;
+        if !self.buckets.valid_transfer(credits, credit) {
+            return Err(EffectError("credits do not add up to what was sent"));
+        }
+        self.check_credit(credit)?;
+        self.buckets.credit(credits);
+        self.remaining += credit;
+        let t = self.transfers.get_or_insert_with(Box::default);
+        t.peers.entry(peer.into()).or_default().received = sent_total;
+        Ok(())
+    }
+
+    /// Restores the transfer state of a sale without records (AOF rewrite,
+    /// RDB load): bucket allocations (buckets full), peers, and `tids`; a
+    /// sale restored before must get the same allocations and peers, and
+    /// `tids` are added to its own (an AOF rewrite spreads them). The allocations must add up to
+    /// `total + received - sent`, at most `MAX_TOTAL`.
+    pub fn restore_transfers(&mut self, allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>>) -> Result<(), EffectError> {
+        if self.records.len() > 0 || allocation.len() != self.config.shards as usize {
+            return Err(EffectError("transfers restore into a sale without records"));
+        }
+        let mut t = Transfers::default();
+        for (peer, c) in peers {
+            if !valid_id(&peer) || t.peers.insert(peer, c).is_some() {
+                return Err(EffectError("bad or repeated peer"));
+            }
+        }
+        // A later restore of the same sale only adds transfer ids.
+        if let Some(had) = &self.transfers {
+            if had.peers != t.peers || self.buckets.allocation() != allocation.as_slice() {
+                return Err(EffectError("transfers restore differs from the restored state"));
+            }
+            t.tids = had.tids.clone();
+        }
+        if !tids.iter().all(|tid| valid_id(tid)) {
+            return Err(EffectError("bad transfer id"));
+        }
+        t.tids.extend(tids);
+        let totals = t.totals().ok_or(EffectError("transfer counters overflow"))?;
+        let held = (u128::from(self.config.total) + u128::from(totals.received)).checked_sub(u128::from(totals.sent));
+        let sum: u128 = allocation.iter().map(|&a| u128::from(a)).sum();
+        if held != Some(sum) || sum > u128::from(MAX_TOTAL) {
+            return Err(EffectError("allocations do not add up to total + received - sent"));
+        }
+        self.remaining = sum as u64;
+        self.buckets = Buckets::with_allocation(allocation);
+        self.transfers = Some(Box::new(t));
+        Ok(())
+    }
+
     /// Bytes this sale holds on the heap, for MEMORY USAGE.
     pub fn heap_estimate(&self) -> usize {
         use std::mem::size_of;
@@ -1055,6 +1202,7 @@ impl Sale {
             + self.chain_qty.bytes()
             + self.multi_takes.values().map(|t| 24 + t.len() * size_of::<Take>()).sum::<usize>()
             + self.buckets.count() as usize * 16
+            + self.transfers.as_ref().map_or(0, |t| t.heap_estimate())
     }
 
     /// An empty sale with room for `records` reservations (RDB load): the
@@ -1104,6 +1252,7 @@ impl PartialEq for Sale {
     fn eq(&self, other: &Sale) -> bool {
         self.config == other.config
             && self.buckets == other.buckets
+            && self.transfers == other.transfers
             && self.records.len() == other.records.len()
             && self.records().zip(other.records()).all(|(a, b)| a.to_owned() == b.to_owned())
     }

@@ -44,11 +44,22 @@ pub static EFFECTS_DENIED: Counter = Counter::new("effects_denied");
 /// Sales the expiry timer opened: due ones only, never idle ones.
 pub static EXPIRY_VISITS: Counter = Counter::new("expiry_visits");
 pub static PANICS: Counter = Counter::new("panics_caught");
+/// SENDs that took units, and the units they took.
+pub static SENDS: Counter = Counter::new("send_sent");
+pub static UNITS_SENT: Counter = Counter::new("send_units");
+/// SENDs that took nothing: a tid seen before, or less than MIN there.
+pub static SEND_REPEATED: Counter = Counter::new("send_repeated");
+pub static SEND_BELOW_MIN: Counter = Counter::new("send_below_min");
+/// RECVs that credited units, and the units; RECVs with nothing new.
+pub static RECVS: Counter = Counter::new("recv_credited");
+pub static UNITS_RECEIVED: Counter = Counter::new("recv_units");
+pub static RECV_NOTHING: Counter = Counter::new("recv_nothing");
 
-static ALL: [&Counter; 20] = [
+static ALL: [&Counter; 27] = [
     &INIT_CREATED, &INIT_EXISTS, &RESERVED, &NO_SALE, &DUPLICATE, &NOT_STARTED, &ENDED, &LIMIT, &SOLD_OUT,
     &RELEASED, &CONFIRMED, &LATE, &NOT_FOUND, &EXPIRED, &RECONCILED, &EFFECTS_APPLIED, &EFFECTS_REFUSED,
-    &EFFECTS_DENIED, &EXPIRY_VISITS, &PANICS,
+    &EFFECTS_DENIED, &EXPIRY_VISITS, &PANICS, &SENDS, &UNITS_SENT, &SEND_REPEATED, &SEND_BELOW_MIN, &RECVS,
+    &UNITS_RECEIVED, &RECV_NOTHING,
 ];
 
 /// The `INFO seckill` section (Redis prefixes each field with `seckill_`).

@@ -1,0 +1,204 @@
+//! A sale's part in a split sale: what it sent to and received from each
+//! peer key (cumulative counters, so a repeated or late RECV is harmless)
+//! and the ids of the SENDs it made (so a retried SEND takes nothing more).
+//!
+//! Plain sales never send or receive: they carry no `Transfers` at all
+//! (`Sale::transfers` is `None`), so RESERVE pays nothing for this.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Cumulative units sent to and received from one peer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Counters {
+    pub sent: u64,
+    pub received: u64,
+}
+
+/// Ordered maps: the persisted form, the report and the digest list peers
+/// and ids in one canonical order on every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Transfers {
+    pub peers: BTreeMap<Box<[u8]>, Counters>,
+    pub tids: BTreeSet<Box<[u8]>>,
+}
+
+impl Transfers {
+    pub fn counters(&self, peer: &[u8]) -> Counters {
+        self.peers.get(peer).copied().unwrap_or_default()
+    }
+
+    /// Sums over peers, `None` past 64 bits (a corrupt payload or effect).
+    pub fn totals(&self) -> Option<Counters> {
+        self.peers.values().try_fold(Counters::default(), |acc, c| {
+            Some(Counters { sent: acc.sent.checked_add(c.sent)?, received: acc.received.checked_add(c.received)? })
+        })
+    }
+
+    pub fn heap_estimate(&self) -> usize {
+        let peers: usize = self.peers.keys().map(|k| k.len() + 64).sum();
+        let tids: usize = self.tids.iter().map(|t| t.len() + 40).sum();
+        std::mem::size_of::<Transfers>() + peers + tids
+    }
+}
+
+/// What a SEND decides, before anything changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendDecision {
+    /// Take these units (from these buckets) and send them.
+    Take(Vec<crate::buckets::Take>),
+    /// The tid was seen before: nothing more is taken.
+    Repeated,
+    /// Less than MIN is there to take: nothing is taken.
+    BelowMin,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buckets::Take;
+    use crate::effect::Effect;
+    use crate::encoding::{decode, encode};
+    use crate::reservation::State;
+    use crate::sale::{Sale, SaleConfig, MAX_TOTAL, OPEN_END};
+
+    fn sale(total: u64, shards: u32) -> Sale {
+        Sale::new(SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9 })
+    }
+
+    fn send(s: &mut Sale, peer: &[u8], qty: u64, min: u64, tid: &[u8]) -> u64 {
+        match s.decide_send(qty, min, tid) {
+            SendDecision::Take(takes) => {
+                let n = takes.iter().map(|t| t.qty).sum();
+                Effect::Send { peer: peer.into(), tid: tid.into(), takes }.apply(s).unwrap();
+                n
+            }
+            _ => 0,
+        }
+    }
+
+    fn recv(s: &mut Sale, peer: &[u8], total: u64) -> u64 {
+        match s.plan_recv(peer, total).unwrap() {
+            Some(credits) => {
+                let n = credits.iter().map(|t| t.qty).sum();
+                Effect::Recv { peer: peer.into(), sent_total: total, credits }.apply(s).unwrap();
+                n
+            }
+            None => 0,
+        }
+    }
+
+    #[test]
+    fn send_takes_remaining_only_and_is_idempotent() {
+        let mut s = sale(10, 3);
+        let rec = s.decide_reserve(b"u", 4, None, 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        assert_eq!(send(&mut s, b"p", 100, 1, b"t1"), 6);
+        assert_eq!((s.remaining(), s.transfer_counters(b"p").sent), (0, 6));
+        assert!(s.invariant_holds());
+        assert_eq!(s.decide_send(1, 1, b"t1"), SendDecision::Repeated);
+        assert_eq!(s.decide_send(1, 1, b"t2"), SendDecision::BelowMin);
+        // The reservation's units go back where they came from.
+        s.release(&rec.id, State::Released);
+        assert_eq!(s.remaining(), 4);
+        assert!(s.invariant_holds());
+        assert_eq!(s.decide_send(5, 5, b"t2"), SendDecision::BelowMin);
+        assert_eq!(send(&mut s, b"p", 5, 4, b"t2"), 4);
+        assert_eq!(s.transfer_counters(b"p").sent, 10);
+    }
+
+    #[test]
+    fn release_after_send_gives_back_what_it_took() {
+        let mut s = sale(6, 2);
+        let ids: Vec<_> = [&b"a"[..], b"b", b"c"]
+            .iter()
+            .map(|u| {
+                let rec = s.decide_reserve(u, 1, None, 1).unwrap();
+                s.add_record(rec.as_new()).unwrap();
+                rec.id
+            })
+            .collect();
+        assert_eq!(send(&mut s, b"p", 3, 1, b"t"), 3);
+        assert_eq!(s.buckets().allocation().iter().sum::<u64>(), 3);
+        for id in &ids {
+            s.release(id, State::Released);
+            assert!(s.invariant_holds());
+        }
+        assert_eq!(s.remaining(), 3);
+        assert_eq!(s.buckets().remaining(), s.buckets().allocation());
+    }
+
+    #[test]
+    fn recv_credits_by_cumulative_total() {
+        let mut s = sale(0, 2);
+        assert_eq!(recv(&mut s, b"p", 0), 0);
+        assert!(s.transfers().is_none(), "nothing received, nothing recorded");
+        assert_eq!(recv(&mut s, b"p", 5), 5);
+        assert_eq!(recv(&mut s, b"p", 5), 0);
+        assert_eq!(recv(&mut s, b"p", 3), 0);
+        assert_eq!(recv(&mut s, b"p", 8), 3);
+        assert_eq!((s.remaining(), s.transfer_counters(b"p").received), (8, 8));
+        assert_eq!(s.buckets().remaining(), &[4, 4]);
+        assert!(s.invariant_holds());
+        assert!(s.plan_recv(b"q", MAX_TOTAL - 8).is_ok());
+        assert!(s.plan_recv(b"q", MAX_TOTAL - 7).is_err());
+        assert!(s.plan_recv(b"q", MAX_TOTAL).is_err());
+        assert!(s.plan_recv(b"q", u64::MAX).is_err());
+    }
+
+    #[test]
+    fn refused_transfer_effects_change_nothing() {
+        let mut s = sale(4, 2);
+        send(&mut s, b"p", 1, 1, b"t");
+        let before = s.clone();
+        let bad = [
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] },
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 0, qty: 9 }] },
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 5, qty: 1 }] },
+            Effect::Recv { peer: b"p".to_vec().into(), sent_total: 2, credits: vec![Take { bucket: 0, qty: 1 }] },
+            Effect::Recv { peer: b"q".to_vec().into(), sent_total: MAX_TOTAL, credits: vec![Take { bucket: 0, qty: MAX_TOTAL }] },
+            Effect::Transfers { allocation: vec![2, 2], peers: vec![], tids: vec![] },
+        ];
+        for e in bad {
+            assert!(e.apply(&mut s).is_err(), "{e:?} was accepted");
+            assert!(s == before, "{e:?} changed the sale");
+        }
+    }
+
+    #[test]
+    fn state_round_trips_through_encoding_and_rebuild() {
+        let mut s = sale(10, 3);
+        send(&mut s, b"p", 4, 1, b"t1");
+        recv(&mut s, b"q", 7);
+        let rec = s.decide_reserve(b"u", 5, Some(b"r"), 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        let back = decode(&encode(&s)).unwrap();
+        assert!(back == s);
+        let mut rebuilt: Option<Sale> = None;
+        crate::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
+            (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
+            (e, Some(r)) => e.apply(r).unwrap(),
+            _ => unreachable!(),
+        });
+        assert!(rebuilt.unwrap() == s);
+    }
+
+    /// A version-1 payload (no transfers section) still loads.
+    #[test]
+    fn version_1_payloads_load() {
+        let mut s = sale(10, 3);
+        let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        let v2 = encode(&s);
+        // A fresh sale's encoding ends with the transfers flag and the
+        // record count; its remainders take as many bytes as these.
+        let flag = encode(&sale(10, 3)).len() - 2;
+        assert_eq!((v2[0], v2[flag]), (2, 0));
+        let mut v1 = v2.clone();
+        v1[0] = 1;
+        v1.remove(flag);
+        assert!(decode(&v1).unwrap() == s);
+        let mut bad = v2.clone();
+        bad[0] = 3;
+        assert!(decode(&bad).is_err());
+    }
+}
