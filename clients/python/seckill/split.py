@@ -70,6 +70,9 @@ class SplitSale:
         self._refilling: set = set()
         self._plain_replicas: Optional[int] = None
         self.first_empty: Optional[float] = None    # when a home part first answered SOLD_OUT
+        self._home_locks: Dict[str, threading.Lock] = {}
+        self._gen: Dict[str, int] = {}                # stock brought to a part, per part
+        self._verdict: Optional[Tuple[float, int]] = None   # (snapshot start, units seen)
 
     def __repr__(self) -> str:
         return 'SplitSale(%r)' % (self.name,)
@@ -233,6 +236,8 @@ class SplitSale:
         if waiting:
             cmds.append(['WAIT', 1, self.wait_ms])
         out = self._on_node(src, cmds)
+        if out[0] is None:                    # the source key is gone
+            return 0, 0, 0, None
         taken, sent_total, remaining = (int(x) for x in out[0])
         acked = None
         if waiting:
@@ -242,6 +247,8 @@ class SplitSale:
 
     def _recv(self, dst: str, src: str, sent_total: int) -> Tuple[int, int, int]:
         out = self._on_node(dst, [['SECKILL.RECV', dst, src, int(sent_total)]])
+        if out[0] is None:                    # the destination key is gone
+            return 0, 0, 0
         credited, received, remaining = (int(x) for x in out[0])
         return credited, received, remaining
 
@@ -421,6 +428,7 @@ class SplitSale:
             lay = self.layout()
         except LookupError:
             return p.NO_SALE, None
+        t0 = time.monotonic()
         home = lay.home(user)
         args = p.reserve_args(home, user, qty, reqid)
         res = p.parse_reserved(self._call(*args))
@@ -434,49 +442,89 @@ class SplitSale:
             return res.status, res.rid
         if res.status != p.SOLD_OUT:
             return res.status, res.rid
-        first_empty = time.time()
         self._count(home_empty=1)
         with self._lock:
             if self.first_empty is None:
-                self.first_empty = first_empty
-        for _attempt in range(MAX_ATTEMPTS):
-            need = max(1, qty - res.remaining)
-            credited = 0
-            path = 'refill'
-            if self._pool_est != 0:
-                credited = self._refill(home, need, rt)
-            if credited < need:
-                a, _confirmed, _states = self._audit(use_cache=True, rounds=1)
-                rt['state'] += 1
-                if a.in_flight:
-                    _n, credits = self._run_repair(a, {}, rt)
-                    credited += credits.get(home, 0)
-                    a.remainders.update({k: a.remainders.get(k, 0) + v for k, v in credits.items()})
-                elif a.remaining < qty:
-                    self._count(sold_out=1)
-                    self._finish(rt, False)
-                    return p.SOLD_OUT, None
-                remainders = dict(a.remainders)
-                if self._pool_drained is not None:
-                    remainders.pop(lay.pool, None)
-                for donor, take in sp.borrow_plan(home, need - credited, remainders,
-                                                   len(lay.parts), lay.bmax, lay.pool):
-                    path = 'refill' if donor == lay.pool else 'borrow'
-                    got = self._transfer(donor, home, take, path, rt)
-                    if got and path == 'borrow':
-                        self._count(borrows=1)
-                    credited += got
-            res = p.parse_reserved(self._call(*args))
-            rt[path] += 1
-            self._count(reserve_calls=1)
-            if res.status != p.SOLD_OUT:
-                if res.status == p.RESERVED:
-                    self._count(reserved=1)
-                self._finish(rt, res.status == p.RESERVED)
-                return res.status, res.rid
-        self._count(gave_up=1, sold_out=1)
+                self.first_empty = time.time()
+        return self._slow(lay, home, args, qty, res, t0, rt)
+
+    def _sold_out_seen(self, t0: float, qty: int) -> bool:
+        """A sale-wide SOLD_OUT verdict from a snapshot that began after this
+        call did (so the answer is true at that instant) and saw fewer than
+        `qty` units anywhere, nothing in flight."""
+        v = self._verdict
+        return v is not None and v[0] >= t0 and v[1] < qty
+
+    def _slow(self, lay: sp.Layout, home: str, args: List[Any], qty: int, res: p.Reserved,
+              t0: float, rt: Counter) -> Tuple[str, Optional[str]]:
+        """The home part answered SOLD_OUT. One thread of this process at a
+        time brings stock to a part; a thread that waited retries RESERVE
+        first when the one before it brought some."""
+        if self._sold_out_seen(t0, qty):
+            self._count(sold_out=1)
+            return p.SOLD_OUT, None
+        with self._lock:
+            lock = self._home_locks.setdefault(home, threading.Lock())
+            gen = self._gen.get(home, 0)
+        path = 'refill'
+        with lock:
+            if self._gen.get(home, 0) != gen:
+                res = p.parse_reserved(self._call(*args))
+                rt['borrow'] += 1
+                self._count(reserve_calls=1)
+                if res.status != p.SOLD_OUT:
+                    return self._done(res, rt)
+            for _attempt in range(MAX_ATTEMPTS):
+                if self._sold_out_seen(t0, qty):
+                    break
+                need = max(1, qty - res.remaining)
+                credited = 0
+                path = 'refill'
+                if self._pool_est != 0:
+                    credited = self._refill(home, need, rt)
+                if credited < need:
+                    t_snap = time.monotonic()
+                    a, _confirmed, _states = self._audit(use_cache=True, rounds=1)
+                    rt['state'] += 1
+                    if a.in_flight:
+                        _n, credits = self._run_repair(a, {}, rt)
+                        credited += credits.get(home, 0)
+                        for k, v in credits.items():
+                            a.remainders[k] = a.remainders.get(k, 0) + v
+                    elif a.remaining < qty:
+                        with self._lock:
+                            if self._verdict is None or self._verdict[0] < t_snap:
+                                self._verdict = (t_snap, a.remaining)
+                        break
+                    remainders = dict(a.remainders)
+                    if self._pool_drained is not None:
+                        remainders.pop(lay.pool, None)
+                    for donor, take in sp.borrow_plan(home, need - credited, remainders,
+                                                       len(lay.parts), lay.bmax, lay.pool):
+                        path = 'refill' if donor == lay.pool else 'borrow'
+                        got = self._transfer(donor, home, take, path, rt)
+                        if got and path == 'borrow':
+                            self._count(borrows=1)
+                        credited += got
+                if credited:
+                    with self._lock:
+                        self._gen[home] = self._gen.get(home, 0) + 1
+                res = p.parse_reserved(self._call(*args))
+                rt[path] += 1
+                self._count(reserve_calls=1)
+                if res.status != p.SOLD_OUT:
+                    return self._done(res, rt)
+            else:
+                self._count(gave_up=1)
+        self._count(sold_out=1)
         self._finish(rt, False)
         return p.SOLD_OUT, None
+
+    def _done(self, res: p.Reserved, rt: Counter) -> Tuple[str, Optional[str]]:
+        if res.status == p.RESERVED:
+            self._count(reserved=1)
+        self._finish(rt, res.status == p.RESERVED)
+        return res.status, res.rid
 
     def release(self, user: str, rid: str) -> str:
         """RELEASE on the user's home part: the status word."""
