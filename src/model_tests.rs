@@ -8,7 +8,9 @@
 //! orders first and expires (with EXPIRE) after them, as `commands::reconcile`
 //! does; the timer (`expiry::sweep`) is a step of its own. Every effect the
 //! master commits is round-tripped through `to_args` / `parse` and applied to
-//! a replica.
+//! a replica. SEND and RECV (to and from two peer keys) are commands too:
+//! the model keeps per-peer counters and the tids of SENDs that took units,
+//! and its remaining stock is `total + received - sent - live`.
 //!
 //! Properties:
 //! 1. `model_matches_sale`: replies, remaining, tallies, records, buyers and
@@ -27,7 +29,9 @@
 //!      tokens replaced, dropped, inserted or repeated;
 //!    - `random_effects_keep_the_contract`: well-formed effects with
 //!      arbitrary content (wrong states, unknown ids and buckets, batches that
-//!      overdraw together, released records that hold stock), in sequence.
+//!      overdraw together, released records that hold stock, transfers that
+//!      overdraw, repeat a tid, credit the wrong amount, or restore state
+//!      that does not add up), in sequence.
 //!
 //! Each property runs 256 cases (no regression files are written); the
 //! whole suite takes a few seconds in a debug build.
@@ -950,6 +954,12 @@ enum EffectSpec {
     Confirm(usize),
     Expire(Vec<usize>),
     Retake(usize, TakesSpec),
+    /// (peer, tid choice, takes): raw, or planned by `plan_send` for qty.
+    Send(usize, usize, Result<Vec<(u32, u64)>, u64>),
+    /// (peer, sent_total, credits): raw, or planned by `plan_credit`.
+    Recv(usize, u64, Option<Vec<(u32, u64)>>),
+    /// (allocation delta per bucket, peer counters, tid choices).
+    Transfers(Vec<i8>, Vec<(usize, u64, u64)>, Vec<usize>),
 }
 
 /// Takes as (bucket, qty); `Planned(b)`: what `plan_take` from home
@@ -986,6 +996,12 @@ fn effect_spec_strategy() -> impl Strategy<Value = EffectSpec> {
         1 => (0..12usize).prop_map(EffectSpec::Confirm),
         1 => vec(0..12usize, 1..4).prop_map(EffectSpec::Expire),
         2 => (0..12usize, takes_strategy()).prop_map(|(k, t)| EffectSpec::Retake(k, t)),
+        2 => (0..2usize, 0..4usize, prop_oneof![vec((0u32..7, 0u64..=4), 0..3).prop_map(Ok), (0u64..=8).prop_map(Err)])
+            .prop_map(|(p, t, k)| EffectSpec::Send(p, t, k)),
+        2 => (0..2usize, 0u64..=20, option::of(vec((0u32..7, 0u64..=4), 0..3)))
+            .prop_map(|(p, n, c)| EffectSpec::Recv(p, n, c)),
+        1 => (vec(-2i8..=2, 0..7), vec((0..3usize, 0u64..=5, 0u64..=5), 0..3), vec(0..6usize, 0..3))
+            .prop_map(|(a, p, t)| EffectSpec::Transfers(a, p, t)),
     ]
 }
 
@@ -1032,7 +1048,35 @@ fn resolve(s: &Sale, spec: &EffectSpec) -> Effect {
             let qty = s.get(&id).map(|v| v.to_owned()).map_or(1, |r| r.qty);
             Effect::Retake(id, to_takes(s, t, qty))
         }
+        EffectSpec::Send(p, tid, takes) => {
+            let takes = match takes {
+                Ok(raw) => raw_takes(raw),
+                Err(qty) => s.buckets().plan_send(*qty).unwrap_or_default(),
+            };
+            Effect::Send { peer: PEERS[*p].into(), tid: format!("t{tid}").into_bytes().into(), takes }
+        }
+        EffectSpec::Recv(p, sent_total, credits) => {
+            let owed = sent_total.saturating_sub(s.transfer_counters(PEERS[*p]).received);
+            let credits = credits.as_ref().map_or_else(|| s.buckets().plan_credit(owed), |raw| raw_takes(raw));
+            Effect::Recv { peer: PEERS[*p].into(), sent_total: *sent_total, credits }
+        }
+        EffectSpec::Transfers(delta, peers, tids) => {
+            let mut allocation = s.buckets().allocation().to_vec();
+            for (a, d) in allocation.iter_mut().zip(delta) {
+                *a = a.saturating_add_signed(i64::from(*d));
+            }
+            let peers = peers.iter().map(|&(p, sent, received)| {
+                let name: Box<[u8]> = if p < 2 { PEERS[p].into() } else { b"sale:{p9}".to_vec().into() };
+                (name, crate::transfers::Counters { sent, received })
+            });
+            let tids = tids.iter().map(|t| format!("t{t}").into_bytes().into()).collect();
+            Effect::Transfers { allocation, peers: peers.collect(), tids }
+        }
     }
+}
+
+fn raw_takes(raw: &[(u32, u64)]) -> Vec<crate::buckets::Take> {
+    raw.iter().map(|&(bucket, qty)| crate::buckets::Take { bucket, qty }).collect()
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {

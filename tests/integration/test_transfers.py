@@ -11,7 +11,7 @@ import time
 from RLTest import Env
 
 from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, digest, digest_value, get, info,
-                             reserve, seckill_stats, server_ms, wait_aof_rewrite)
+                             reconcile, reserve, seckill_stats, server_ms, wait_aof_rewrite)
 
 A = 'sale:{t.a}'
 B = 'sale:{t.b}'
@@ -83,6 +83,10 @@ def test_send_and_recv_replies():
     env.assertEqual(peers(c, B), {A: (5, 7)})
     for k in (A, B):
         check(env, c, k)
+    # RECONCILE reports the transfer fields too, before the order classes.
+    fields = list(reconcile(c, A, 'ORDERS', 1, 'r', 'u', 1).keys())
+    env.assertEqual(fields[:len(TRANSFER_FIELDS)], TRANSFER_FIELDS)
+    env.assertEqual(fields[len(TRANSFER_FIELDS)], 'orders_ok')
     env.assertEqual(info(c, A)['total'], 10)
     env.assertEqual(info(c, A)['remaining'] + info(c, B)['remaining'], 10)
 
