@@ -10,8 +10,8 @@ import time
 
 from RLTest import Env
 
-from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, digest, digest_value, get, info,
-                             reconcile, reserve, seckill_stats, server_ms, wait_aof_rewrite)
+from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, digest, digest_value, events_from,
+                             get, info, reconcile, reserve, seckill_stats, server_ms, wait_aof_rewrite)
 
 A = 'sale:{t.a}'
 B = 'sale:{t.b}'
@@ -417,3 +417,37 @@ def test_command_info():
     env.assertContains(b'denyoom', raw.call('COMMAND', 'INFO', 'SECKILL.SEND'))
     env.assertNotContains(b'denyoom', raw.call('COMMAND', 'INFO', 'SECKILL.RECV'))
     raw.close()
+
+
+def test_stock_edge_events():
+    """Applications keep a local sold-out flag from keyspace events: a SEND
+    that empties the key and a RECV that refills it say so."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    c.execute_command('CONFIG', 'SET', 'notify-keyspace-events', 'KEA')
+    c.execute_command('SECKILL.INIT', A, 3)
+    ps = c.pubsub()
+    ps.subscribe('__keyspace@0__:' + A)
+    ps.get_message(timeout=1)
+    send(c, A, B, 3, 't1')
+    env.assertEqual(events_from(ps, timeout=0.5), ['seckill.soldout'])
+    send(c, A, B, 3, 't2')                      # nothing taken: no event
+    recv(c, A, B, 1)
+    env.assertEqual(events_from(ps, timeout=0.5), ['seckill.restock'])
+    ps.close()
+
+
+def test_no_change_replicates_nothing():
+    env = Env(useSlaves=True, decodeResponses=True)
+    c = env.getConnection()
+    c.execute_command('SECKILL.INIT', A, 5)
+    send(c, A, B, 2, 't1')
+    recv(c, A, B, 1)
+    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    offset = c.info('replication')['master_repl_offset']
+    send(c, A, B, 2, 't1')                      # repeated tid
+    send(c, A, B, 9, 't2', 'MIN', 9)            # below MIN
+    recv(c, A, B, 1)                            # repeated total
+    recv(c, A, B, 0)                            # late total
+    env.assertEqual(c.info('replication')['master_repl_offset'], offset)
+    assert_replica_agrees(env, c)
