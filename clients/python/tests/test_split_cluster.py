@@ -533,3 +533,18 @@ def test_failover_mid_sale_and_reconcile(module):
         rc.close()
     finally:
         cl.stop()
+
+
+@needs_send
+def test_plain_redis_one_node(r):
+    """A plain redis.Redis: every key on one node, the same protocol."""
+    sale = SplitSale(r, 'one')
+    assert sale.create(20, parts=3, limit=1) is True
+    lay = sale.layout()
+    assert lay.parts == ('sale:{one.p0}', 'sale:{one.p1}', 'sale:{one.p2}') and lay.pool == 'sale:{one.pool}'
+    got = collections.Counter(sale.reserve('p%d' % i)[0] for i in range(50))
+    assert got == {'RESERVED': 20, 'SOLD_OUT': 30}
+    info = sale.info()
+    assert info['invariant'] == 'ok' and info['pending'] == 20 and info['in_flight'] == 0
+    assert len({x['node'] for x in info['parts']}) == 1
+    assert sale.reconcile([('nope', 'p1', 1)])['orders_unknown'] == 1
