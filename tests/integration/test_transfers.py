@@ -451,3 +451,23 @@ def test_no_change_replicates_nothing():
     recv(c, A, B, 0)                            # late total
     env.assertEqual(c.info('replication')['master_repl_offset'], offset)
     assert_replica_agrees(env, c)
+
+
+def test_memory_pressure():
+    """Over maxmemory SEND is refused (a transfer can wait to start); RECV
+    still credits, so units in flight always land."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    c.execute_command('SECKILL.INIT', A, 5)
+    c.execute_command('SECKILL.INIT', B, 0)
+    env.assertEqual(send(c, A, B, 2, 't1'), [2, 2, 3])
+    c.execute_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
+    c.execute_command('CONFIG', 'SET', 'maxmemory', 1)
+    try:
+        env.expect('SECKILL.SEND', A, B, 1, 'TID', 't2').error().contains('maxmemory')
+        env.assertEqual(recv(c, B, A, 2), [2, 2, 2])
+    finally:
+        c.execute_command('CONFIG', 'SET', 'maxmemory', 0)
+    env.assertEqual(send(c, A, B, 1, 't2'), [1, 3, 2])
+    check(env, c, A)
+    check(env, c, B)
