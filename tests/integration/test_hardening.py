@@ -16,7 +16,7 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import digest, digest_value, info, reserve, seckill_stats, wait_for
+from seckill_helpers import digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
 from test_corrupt_input import _parse_resp_commands
 
 
@@ -268,7 +268,10 @@ def test_reserve_during_slot_migration_keeps_one_stream():
 
 
 def _aof_commands(conn):
-    """The commands of the AOF's incremental files, as written."""
+    """The commands of the AOF's incremental files, as written. Waits for a
+    rewrite in progress (RLTest's restartAndReload of an earlier test may
+    have started one) so the files do not change under the caller."""
+    wait_aof_rewrite(conn)
     folder = os.path.join(conn.config_get('dir')['dir'], conn.config_get('appenddirname')['appenddirname'])
     filename = conn.config_get('appendfilename')['appendfilename']
     with open(os.path.join(folder, filename + '.manifest')) as f:
@@ -286,6 +289,7 @@ def test_expiry_in_bounded_chunks():
     within seconds."""
     env = Env(useAof=True, decodeResponses=True)
     conn = env.getConnection()
+    wait_aof_rewrite(conn)
     _holds(conn, 'e:{1}', 1000, 200, stream='e:{1}:ev')
     wait_for(lambda: _pending(conn, 'e:{1}') == 0, timeout=10)
     env.assertEqual(_pending(conn, 'e:{1}'), 0)
@@ -481,6 +485,7 @@ def test_reconcile_apply_is_one_effect_per_call():
     per row), and a call takes at most 1000 rows."""
     env = Env(useAof=True, decodeResponses=True)
     conn = env.getConnection()
+    wait_aof_rewrite(conn)
     conn.execute_command('SECKILL.INIT', 'r:{1}', 5000, 'LIMIT', 10, 'HOLD', 60000, 'STREAM', 'r:{1}:ev')
     pending = [reserve(conn, 'r:{1}', 'p%d' % i)[1] for i in range(300)]
     released = [reserve(conn, 'r:{1}', 'q%d' % i)[1] for i in range(200)]
