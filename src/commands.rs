@@ -357,7 +357,8 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
-    let effect = Effect::parse(&argv[2..])?;
+    let (effect_args, tail) = crate::effect::split_stream_tail(&argv[2..])?;
+    let effect = Effect::parse(effect_args)?;
     let key = ctx.open_key_writable(&args[1]);
     let c = Committer { ctx, key: &args[1], origin: Origin::Replayed, stream: None };
     let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
@@ -370,6 +371,9 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         (effect, Some(sale)) => {
             let before = sale.remaining();
             let r = c.commit(sale, &effect);
+            if let (Ok(()), Some(tail), Effect::Records(recs)) = (&r, tail, &effect) {
+                replay_stream_entry(ctx, sale, recs, tail);
+            }
             c.notify_stock_edge(before, sale.remaining());
             r
         }
@@ -380,6 +384,19 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
             crate::warn::limited(ctx, &format!("seckill: refused SECKILL.EFFECT: {}", e.0));
             Err(RedisError::String(format!("ERR effect refused: {}", e.0)))
         }
+    }
+}
+
+/// The stream entry a PENDING effect carried: appended here with the
+/// master's id and trimmed to the master's length.
+fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::reservation::Reservation], tail: crate::effect::StreamTail) {
+    let (Some(stream), [r]) = (&sale.config().stream, recs) else { return };
+    let Some(rec) = sale.get(&r.id) else { return };
+    let entry = crate::stream::Entry { event: crate::effect::Event::Reserved.word().as_bytes(), rid: &r.id, user: rec.user(), qty: rec.qty() };
+    let result = StreamKey::open(ctx, &stream.key)
+        .and_then(|key| crate::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));
+    if let Err(e) = result {
+        crate::warn::limited(ctx, &format!("seckill: {e}"));
     }
 }
 

@@ -15,13 +15,38 @@ use crate::stats;
 use crate::stream::StreamKey;
 
 
+/// A stream key the command opened, or one opened for this commit.
+enum Opened<'a> {
+    Borrowed(&'a StreamKey),
+    Owned(StreamKey),
+}
+
+impl Opened<'_> {
+    fn key(&self) -> &StreamKey {
+        match self {
+            Opened::Borrowed(k) => k,
+            Opened::Owned(k) => k,
+        }
+    }
+}
+
+/// RESERVE's stream entry, appended on the master and carried in its effect.
+struct Carried<'a> {
+    stream: Opened<'a>,
+    added: crate::stream::Added,
+    rec: &'a crate::reservation::Reservation,
+    nums: crate::effect::Digits,
+}
+
 /// Where an effect comes from decides what else it does.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// Decided here: replicate the effect, append to the stream.
     Master,
     /// Received as SECKILL.EFFECT (replication link, AOF, or a client):
-    /// replicate it verbatim; the stream entries arrive as their own XADDs.
+    /// replicate it verbatim; the stream entries arrive as their own XADDs,
+    /// except RESERVE's, which travels inside its PENDING effect (appended
+    /// by the EFFECT command, `commands::effect`).
     Replayed,
 }
 
@@ -59,7 +84,15 @@ impl Committer<'_> {
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
             crate::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
-        self.propagate(effect);
+        // RESERVE's entry travels inside its effect: one replicated command.
+        let carried = match self.origin {
+            Origin::Master => self.append_carried(sale, effect),
+            Origin::Replayed => None,
+        };
+        match &carried {
+            Some(c) => self.replicate_pending(c),
+            None => self.propagate(effect),
+        }
         rawapi::signal_modified(self.ctx, self.key);
         effect.for_each_event(|event, id| {
             rawapi::notify(self.ctx, event.notification(), self.key);
@@ -67,9 +100,65 @@ impl Committer<'_> {
                 if event == Event::Expired {
                     stats::EXPIRED.add(1);
                 }
-                self.append_stream(sale, event, id);
+                match &carried {
+                    Some(c) => crate::stream::announce(self.ctx, c.stream.key()),
+                    None => self.append_stream(sale, event, id),
+                }
             }
         });
+    }
+
+    /// The master's stream append for a PENDING effect (RESERVE), made before
+    /// the effect is replicated so the entry's id and the length after
+    /// trimming can travel inside it. `None`: not that form, no stream, or
+    /// the append failed (then nothing of the stream is replicated, as before).
+    fn append_carried<'s>(&'s self, sale: &Sale, effect: &'s Effect) -> Option<Carried<'s>> {
+        let stream = sale.config().stream.as_ref()?;
+        let Effect::Records(recs) = effect else { return None };
+        let (rec, nums) = pending_form(recs)?;
+        let view = sale.get(&rec.id)?;
+        let opened = self.open_stream(&stream.key)?;
+        let entry = crate::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
+        match crate::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
+            Ok(added) => Some(Carried { stream: opened, added, rec, nums }),
+            Err(e) => {
+                crate::warn::limited(self.ctx, &format!("seckill: {e}"));
+                None
+            }
+        }
+    }
+
+    /// The command's stream key, or the sale's opened now.
+    fn open_stream(&self, key: &[u8]) -> Option<Opened<'_>> {
+        match self.stream {
+            Some(k) => Some(Opened::Borrowed(k)),
+            None => match StreamKey::open(self.ctx, key) {
+                Ok(k) => Some(Opened::Owned(k)),
+                Err(e) => {
+                    crate::warn::limited(self.ctx, &format!("seckill: {e}"));
+                    None
+                }
+            },
+        }
+    }
+
+    /// `SECKILL.EFFECT key PENDING id user nums ms-seq [length]`.
+    fn replicate_pending(&self, c: &Carried) {
+        let (r, nums, added) = (c.rec, c.nums.as_bytes(), &c.added);
+        let mut len = crate::effect::Digits::default();
+        let args: [&[u8]; 5];
+        let all: &[&[u8]] = match added.length {
+            Some(n) => {
+                len.push_u64(n);
+                args = [&r.id, &r.user, nums, added.id.as_bytes(), len.as_bytes()];
+                &args
+            }
+            None => {
+                args = [&r.id, &r.user, nums, added.id.as_bytes(), &[]];
+                &args[..4]
+            }
+        };
+        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", all);
     }
 
     /// INIT's effect: creates (or replaces) the sale at the open key, on the

@@ -393,6 +393,42 @@ pub fn pending_form(recs: &[Reservation]) -> Option<(&Reservation, Digits)> {
     Some((r, d))
 }
 
+/// The stream entry that travels inside a PENDING effect: the id the master
+/// gave it and, when the sale trims its stream, the exact length the master
+/// left after trimming (what Redis propagates for `XADD ... MAXLEN ~`).
+/// Replicas and AOF replay append the entry themselves with this id, so a
+/// RESERVE replicates one command instead of the effect plus an XADD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamTail {
+    pub ms: u64,
+    pub seq: u64,
+    pub length: Option<u64>,
+}
+
+/// Splits `PENDING id user nums [ms-seq [length]]` (the arguments after
+/// `SECKILL.EFFECT key`) into the effect's own arguments and the stream
+/// entry's tail. Any other effect is returned whole.
+pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u8]], Option<StreamTail>)> {
+    const PENDING_ARGS: usize = 4;
+    let is_pending = args.first().is_some_and(|op| op.eq_ignore_ascii_case(b"PENDING"));
+    if !is_pending || args.len() <= PENDING_ARGS {
+        return Ok((args, None));
+    }
+    let (effect, tail) = args.split_at(PENDING_ARGS);
+    let (ms, seq) = match tail {
+        [id] | [id, _] => {
+            let dash = id.iter().position(|&b| b == b'-').ok_or_else(|| ArgError::Msg("ERR invalid stream entry id in effect".into()))?;
+            (parse_u64("stream entry id", &id[..dash], 0, u64::MAX)?, parse_u64("stream entry id", &id[dash + 1..], 0, u64::MAX)?)
+        }
+        _ => return Err(ArgError::Arity),
+    };
+    let length = match tail {
+        [_, n] => Some(parse_u64("stream length", n, 0, i64::MAX as u64)?),
+        _ => None,
+    };
+    Ok((effect, Some(StreamTail { ms, seq, length })))
+}
+
 /// Decimal numbers written into a stack buffer, without formatting machinery.
 #[derive(Clone, Copy)]
 pub struct Digits {
@@ -569,6 +605,27 @@ mod tests {
         let owned = e.to_args();
         let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
         assert_eq!(Effect::parse(&args), Ok(e));
+    }
+
+    #[test]
+    fn pending_carries_its_stream_entry() {
+        let args: [&[u8]; 6] = [b"pending", b"r1", b"u1", b"1:2:3:0", b"1700000000000-5", b"42"];
+        let (effect, tail) = split_stream_tail(&args).unwrap();
+        assert_eq!(effect.len(), 4);
+        assert_eq!(tail, Some(StreamTail { ms: 1_700_000_000_000, seq: 5, length: Some(42) }));
+        let (effect, tail) = split_stream_tail(&args[..5]).unwrap();
+        assert_eq!((effect.len(), tail.map(|t| t.length)), (4, Some(None)));
+        assert_eq!(split_stream_tail(&args[..4]).unwrap(), (&args[..4], None));
+        let release: [&[u8]; 3] = [b"RELEASE", b"r1", b"1-1"];
+        assert_eq!(split_stream_tail(&release).unwrap(), (&release[..], None));
+        for bad in [&b"15"[..], b"1-", b"-1", b"a-1", b"1-2-3", b"1--2"] {
+            let args: [&[u8]; 5] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", bad];
+            assert!(split_stream_tail(&args).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long: [&[u8]; 7] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", b"1-1", b"2", b"3"];
+        assert!(split_stream_tail(&long).is_err());
+        let neg: [&[u8]; 6] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", b"1-1", b"-2"];
+        assert!(split_stream_tail(&neg).is_err());
     }
 
     #[test]

@@ -145,7 +145,8 @@ pub fn replicate<T: AsRef<[u8]>>(ctx: &Context, cmd: &CStr, key: *mut raw::Redis
 }
 
 /// RM_Replicate of `cmd key op a [b [c]]` straight from buffers: the
-/// short effect forms on the hot paths (PENDING, RELEASE, CONFIRM).
+/// short effect forms on the hot paths (PENDING with or without its stream
+/// entry, RELEASE, CONFIRM).
 pub fn replicate_args(
     ctx: &Context,
     cmd: &CStr,
@@ -166,6 +167,14 @@ pub fn replicate_args(
             [a, b, c] => {
                 let fmt = c"scbbb".as_ptr();
                 f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1);
+            }
+            [a, b, c, d] => {
+                let fmt = c"scbbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1);
+            }
+            [a, b, c, d, e] => {
+                let fmt = c"scbbbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1, p(e).0, p(e).1);
             }
             _ => {
                 let mut all: Vec<&[u8]> = vec![op.to_bytes()];

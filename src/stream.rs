@@ -109,27 +109,36 @@ impl Drop for StreamKey {
     }
 }
 
-/// Appends `entry` to the stream (trimmed approximately to `maxlen`),
-/// replicates it, signals the key and sends the `xadd` keyspace event.
-pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
-    let mut strings = ModuleStrings(Vec::with_capacity(4));
-    let (name, key) = (stream.name, stream.key);
-    let mut qty = Digits::default();
+/// An entry's field strings: constants where they can be, the others freed
+/// with `strings`.
+fn fields(strings: &mut ModuleStrings, entry: &Entry, qty: &mut Digits) -> [*mut raw::RedisModuleString; 8] {
     qty.push_u64(entry.qty);
-    let mut fields = [
-        string(&mut strings, b"event"),
-        string(&mut strings, entry.event),
-        string(&mut strings, b"rid"),
-        string(&mut strings, entry.rid),
-        string(&mut strings, b"user"),
-        string(&mut strings, entry.user),
-        string(&mut strings, b"qty"),
-        string(&mut strings, qty.as_bytes()),
-    ];
+    [
+        string(strings, b"event"),
+        string(strings, entry.event),
+        string(strings, b"rid"),
+        string(strings, entry.rid),
+        string(strings, b"user"),
+        string(strings, entry.user),
+        string(strings, b"qty"),
+        string(strings, qty.as_bytes()),
+    ]
+}
+
+/// Where an appended entry went: its id and, when trimmed, the exact length
+/// the stream was left with.
+pub struct Added {
+    pub id: Digits,
+    pub length: Option<u64>,
+}
+
+/// Adds `entry` (an automatic id) and trims approximately to `maxlen`,
+/// without replicating: the caller carries the result inside its effect.
+fn add(stream: &StreamKey, maxlen: Option<u64>, fields: &mut [*mut raw::RedisModuleString; 8]) -> Result<(raw::RedisModuleStreamID, Option<u64>), &'static str> {
     let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
     let added = unsafe {
         raw::RedisModule_StreamAdd.unwrap()(
-            key,
+            stream.key,
             raw::REDISMODULE_STREAM_ADD_AUTOID as c_int,
             &mut id,
             fields.as_mut_ptr(),
@@ -140,14 +149,69 @@ pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &En
         return Err("stream append failed");
     }
     let length = maxlen.map(|n| unsafe {
-        raw::RedisModule_StreamTrimByLength.unwrap()(key, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, n as c_longlong);
-        raw::RedisModule_ValueLength.unwrap()(key) as c_longlong
+        raw::RedisModule_StreamTrimByLength.unwrap()(stream.key, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, n as c_longlong);
+        raw::RedisModule_ValueLength.unwrap()(stream.key) as u64
     });
+    Ok((id, length))
+}
 
-    let mut id_text = Digits::default();
-    id_text.push_u64(id.ms);
-    id_text.push(b'-');
-    id_text.push_u64(id.seq);
+fn id_text(id: &raw::RedisModuleStreamID) -> Digits {
+    let mut text = Digits::default();
+    text.push_u64(id.ms);
+    text.push(b'-');
+    text.push_u64(id.seq);
+    text
+}
+
+/// Signals the stream key and sends the `xadd` keyspace event.
+pub fn announce(ctx: &Context, stream: &StreamKey) {
+    unsafe {
+        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, stream.name);
+        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::REDISMODULE_NOTIFY_STREAM, c"xadd".as_ptr(), stream.name);
+    }
+}
+
+/// The master's append for an entry that travels inside its effect: added
+/// and trimmed here, replicated by the caller (not announced yet: see
+/// `announce`).
+pub fn append_unreplicated(stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<Added, &'static str> {
+    let mut strings = ModuleStrings(Vec::with_capacity(4));
+    let mut qty = Digits::default();
+    let mut f = fields(&mut strings, entry, &mut qty);
+    let (id, length) = add(stream, maxlen, &mut f)?;
+    Ok(Added { id: id_text(&id), length })
+}
+
+/// A replica's (or AOF replay's) append of the entry the master carried in
+/// its effect: the master's id, then an exact trim to the master's length,
+/// as Redis replays `XADD key MAXLEN = n id ...`. Announced like XADD.
+pub fn append_replayed(ctx: &Context, stream: &StreamKey, ms: u64, seq: u64, length: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
+    let mut strings = ModuleStrings(Vec::with_capacity(4));
+    let mut qty = Digits::default();
+    let mut f = fields(&mut strings, entry, &mut qty);
+    let mut id = raw::RedisModuleStreamID { ms, seq };
+    let added = unsafe { raw::RedisModule_StreamAdd.unwrap()(stream.key, 0, &mut id, f.as_mut_ptr(), (f.len() / 2) as i64) };
+    if added != raw::REDISMODULE_OK as c_int {
+        return Err("stream append with the master's id failed (the stream differs from the master's)");
+    }
+    if let Some(n) = length {
+        let n = c_longlong::try_from(n).unwrap_or(c_longlong::MAX);
+        unsafe { raw::RedisModule_StreamTrimByLength.unwrap()(stream.key, 0, n) };
+    }
+    announce(ctx, stream);
+    Ok(())
+}
+
+/// Appends `entry` to the stream (trimmed approximately to `maxlen`),
+/// replicates it, signals the key and sends the `xadd` keyspace event.
+pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
+    let mut strings = ModuleStrings(Vec::with_capacity(4));
+    let name = stream.name;
+    let mut qty = Digits::default();
+    let mut fields = fields(&mut strings, entry, &mut qty);
+    let (id, length) = add(stream, maxlen, &mut fields)?;
+    let length = length.map(|n| n as c_longlong);
+    let id_text = id_text(&id);
     let (idp, idl) = (id_text.as_bytes().as_ptr().cast::<c_char>(), id_text.as_bytes().len());
     let (fp, fl) = (fields.as_mut_ptr(), fields.len());
     unsafe {
@@ -156,8 +220,7 @@ pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &En
             Some(n) => replicate(ctx.ctx, c"XADD".as_ptr(), c"scclbv".as_ptr(), name, c"MAXLEN".as_ptr(), c"=".as_ptr(), n, idp, idl, fp, fl),
             None => replicate(ctx.ctx, c"XADD".as_ptr(), c"sbv".as_ptr(), name, idp, idl, fp, fl),
         };
-        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, name);
-        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::REDISMODULE_NOTIFY_STREAM, c"xadd".as_ptr(), name);
     }
+    announce(ctx, stream);
     Ok(())
 }
