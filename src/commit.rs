@@ -205,18 +205,10 @@ impl Committer<'_> {
             return;
         };
         let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
-        let opened;
-        let key = match self.stream {
-            Some(key) => key,
-            None => match StreamKey::open(self.ctx, &stream.key) {
-                Ok(key) => {
-                    opened = key;
-                    &opened
-                }
-                Err(e) => return crate::warn::limited(self.ctx, &format!("seckill: {e}")),
-            },
+        let Some(opened) = self.open_stream(&stream.key) else {
+            return;
         };
-        if let Err(e) = crate::stream::append(self.ctx, key, stream.maxlen, &entry) {
+        if let Err(e) = crate::stream::append(self.ctx, opened.key(), stream.maxlen, &entry) {
             // The key's type and the caller's ACL were checked before the change.
             crate::warn::limited(self.ctx, &format!("seckill: {e}"));
         }

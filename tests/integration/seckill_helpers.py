@@ -109,6 +109,17 @@ def wait_aof_rewrite(conn, timeout=30.0):
     return wait_for(idle, timeout, 0.05)
 
 
+def restart_from_aof(env, rewrite):
+    """Restarts the server from its AOF: rewritten first (BGREWRITEAOF, so
+    the sales come back as the rewrite's effects), or as written (the
+    replicated effects themselves)."""
+    if rewrite:
+        env.restartAndReload()
+    else:
+        env.stop()
+        env.start()
+
+
 def conn_address(conn):
     kw = conn.connection_pool.connection_kwargs
     return kw.get('host', 'localhost'), kw.get('port'), kw.get('path')

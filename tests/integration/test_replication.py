@@ -4,6 +4,7 @@ RECONCILE ... APPLY brings a sale back to the order ledger's truth."""
 from RLTest import Env
 
 import workload as wl
+from seckill_helpers import restart_from_aof
 
 KEY = 'sale:{r1}'
 KEY2 = 'sale:{r2}'
@@ -66,11 +67,7 @@ def _aof_restart(env, rewrite):
     _workload(conn, seed=31)
     _settled(env, conn)
     before = wl.snapshot(conn, KEYS, STREAM)
-    if rewrite:
-        env.restartAndReload()  # BGREWRITEAOF, then restart from the AOF
-    else:
-        env.stop()  # restart from the incremental AOF: the replicated effects
-        env.start()
+    restart_from_aof(env, rewrite)
     conn = env.getConnection()
     _compare(env, before, wl.snapshot(conn, KEYS, STREAM))
     # The restarted server keeps selling with the same rules.

@@ -11,7 +11,8 @@ import time
 from RLTest import Env
 
 from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, digest, digest_value, events_from,
-                             get, info, reconcile, reserve, seckill_stats, server_ms, wait_aof_rewrite)
+                             get, info, reconcile, reserve, restart_from_aof, seckill_stats, server_ms,
+                             wait_aof_rewrite)
 
 A = 'sale:{t.a}'
 B = 'sale:{t.b}'
@@ -326,11 +327,7 @@ def _aof(env, rewrite):
     c = env.getConnection()
     keys = _transfer_workload(c)
     before = _states(c, keys)
-    if rewrite:
-        env.restartAndReload()
-    else:
-        env.stop()
-        env.start()
+    restart_from_aof(env, rewrite)
     c = env.getConnection()
     env.assertEqual(_states(c, keys), before)
     _audit(env, c, keys)
