@@ -50,6 +50,13 @@ impl Buckets {
         (h % self.remaining.len() as u64) as u32
     }
 
+    /// Taking all `qty` units from `bucket`, if it has them: what
+    /// `plan_take` plans first.
+    pub fn take_from(&self, bucket: u32, qty: u64) -> Option<Take> {
+        let left = *self.remaining.get(bucket as usize)?;
+        (qty > 0 && left >= qty).then_some(Take { bucket, qty })
+    }
+
     /// Plans taking `qty` units starting at `home` and walking the other
     /// buckets in order. `None` when fewer than `qty` remain in all.
     pub fn plan_take(&self, home: u32, qty: u64) -> Option<Vec<Take>> {

@@ -1,11 +1,13 @@
 //! The SECKILL.* command handlers: parse, open the key, let the sale decide,
-//! commit the effects, reply. Each handler runs behind `guarded`, so a panic
+//! commit the effects, reply. Each handler runs behind `dispatch`, so a panic
 //! becomes an error reply instead of aborting Redis.
 
 use std::ffi::CStr;
+use std::mem::ManuallyDrop;
+use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::{CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
+use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
 use crate::args::{self, ArgError};
 use crate::commit::{Committer, Origin};
@@ -17,34 +19,52 @@ use crate::reply::Reply;
 use crate::report::Report;
 use crate::reservation::State;
 use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
+use crate::rawapi;
 use crate::stats;
 use crate::stream::StreamKey;
 use crate::transfers::SendDecision;
 
-type Handler = fn(&Context, &[RedisString], &[&[u8]]) -> RedisResult;
+/// A handler gets the key name (every command has one) and all arguments
+/// as byte slices, command name included.
+type Handler = fn(&Context, &RedisString, &[&[u8]]) -> RedisResult;
 
-/// Runs a handler with the raw arguments as byte slices, turning a panic
-/// into an error reply.
-fn guarded(ctx: &Context, args: Vec<RedisString>, handler: Handler) -> RedisResult {
-    // Most calls have a handful of arguments: keep their slices on the stack.
-    let mut stack: [&[u8]; 16] = [&[]; 16];
-    let heap: Vec<&[u8]>;
-    let argv: &[&[u8]] = if args.len() <= stack.len() {
-        for (slot, a) in stack.iter_mut().zip(&args) {
-            *slot = a.as_slice();
-        }
-        &stack[..args.len()]
-    } else {
-        heap = args.iter().map(RedisString::as_slice).collect();
-        &heap
-    };
-    match catch_unwind(AssertUnwindSafe(|| handler(ctx, &args, argv))) {
+/// Runs a handler on the arguments as Redis passed them, read in place (no
+/// retained copies, no vector on the heap for a usual call), and turns a
+/// panic into an error reply. The commands are registered through the raw
+/// API (`COMMANDS`) for this: the crate's own wrapper copies the arguments
+/// into a vector first, a measurable share of a RESERVE (`make bench`).
+fn dispatch(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, handler: Handler) -> c_int {
+    let context = Context::new(ctx);
+    let strings = rawapi::command_args(argv, argc);
+    let result = match catch_unwind(AssertUnwindSafe(|| run(&context, strings, handler))) {
         Ok(result) => result,
         Err(_) => {
             stats::PANICS.add(1);
             Err(RedisError::Str("ERR seckill internal error: the command was aborted"))
         }
-    }
+    };
+    context.reply(result) as c_int
+}
+
+fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], handler: Handler) -> RedisResult {
+    let [_, name, ..] = strings else {
+        return Err(RedisError::WrongArity);
+    };
+    // Redis owns the argument strings for the call: borrowed, never freed here.
+    let name = ManuallyDrop::new(RedisString::from_redis_module_string(ctx.ctx, *name));
+    // Most calls have a handful of arguments: keep their slices on the stack.
+    let mut stack: [&[u8]; 16] = [&[]; 16];
+    let heap: Vec<&[u8]>;
+    let argv: &[&[u8]] = if strings.len() <= stack.len() {
+        for (slot, &s) in stack.iter_mut().zip(strings) {
+            *slot = rawapi::bytes_of(s);
+        }
+        &stack[..strings.len()]
+    } else {
+        heap = strings.iter().map(|&s| rawapi::bytes_of(s)).collect();
+        &heap
+    };
+    handler(ctx, &name, argv)
 }
 
 impl From<ArgError> for RedisError {
@@ -65,25 +85,35 @@ fn internal(e: crate::sale::EffectError) -> RedisError {
     RedisError::String(format!("ERR seckill internal error: {}", e.0))
 }
 
-macro_rules! command {
-    ($($name:ident => $body:ident),* $(,)?) => {
-        $(pub fn $name(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-            guarded(ctx, args, $body)
-        })*
+/// The commands: name, handler, flags. All take one key, the first argument.
+macro_rules! commands {
+    ($($name:literal => $body:ident, $flags:literal;)*) => {
+        pub const COMMANDS: &[(&CStr, rawapi::CommandFn, &CStr)] = &[
+            $(($name, {
+                extern "C" fn entry(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
+                    dispatch(ctx, argv, argc, $body)
+                }
+                entry
+            }, $flags)),*
+        ];
     };
 }
 
-command! {
-    init_cmd => init,
-    reserve_cmd => reserve,
-    release_cmd => release,
-    confirm_cmd => confirm,
-    reconcile_cmd => reconcile,
-    info_cmd => info,
-    get_cmd => get,
-    effect_cmd => effect,
-    send_cmd => send,
-    recv_cmd => recv,
+commands! {
+    c"seckill.init" => init, c"write deny-oom";
+    c"seckill.reserve" => reserve, c"write deny-oom";
+    c"seckill.release" => release, c"write";
+    c"seckill.confirm" => confirm, c"write";
+    c"seckill.reconcile" => reconcile, c"write";
+    c"seckill.info" => info, c"readonly";
+    c"seckill.get" => get, c"readonly";
+    c"seckill.effect" => effect, c"write";
+    // SEND starts a transfer: refused under memory pressure like any write
+    // that can wait. RECV completes one: refusing it would leave units in
+    // flight (unusable) while the pressure lasts, and it allocates at most
+    // one peer entry.
+    c"seckill.send" => send, c"write deny-oom";
+    c"seckill.recv" => recv, c"write";
 }
 
 /// A STREAM key must be empty or a stream, and writable by the caller.
@@ -112,12 +142,12 @@ fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
 }
 
 /// SECKILL.INIT key total [options...]
-fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn init(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
     let a = args::parse_init(argv[1], &argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let before = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.map(|s| s.remaining());
     if before.is_some() && !a.replace {
         stats::INIT_EXISTS.add(1);
@@ -126,7 +156,7 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     if let Some(stream) = &a.sale.stream {
         drop(check_stream(ctx, stream)?);
     }
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: None };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: None };
     c.init(&key, SaleConfig { tag: rand::random(), ..a.sale }, before)?;
     drop(key);
     if let Some(ttl) = a.ttl_s {
@@ -141,12 +171,12 @@ fn init(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.RESERVE key user [QTY n] [REQID id]
-fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn reserve(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
     let a = args::parse_reserve(&argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NO_SALE.add(1);
         return Reply::status_id_count(ctx, c"NO_SALE", None, 0);
@@ -157,18 +187,14 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let stream = sale_stream(ctx, sale)?;
     let now = now_ms();
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);
-    let (status, id) = match sale.decide_reserve(a.user, a.qty, a.reqid, now) {
-        Ok(rec) => {
-            let effect = Effect::Records(vec![rec]);
-            c.commit(sale, &effect).map_err(internal)?;
+    let (status, id) = match sale.accept_reserve(a.user, a.qty, a.reqid, now) {
+        Ok(accepted) => {
+            c.commit_reserve(sale, &accepted).map_err(internal)?;
             stats::RESERVED.add(1);
-            let id = match effect {
-                Effect::Records(mut recs) => recs.pop().map(|r| r.id),
-                _ => None,
-            };
-            (c"RESERVED", id)
+            c.notify_stock_edge(before, sale.remaining());
+            return Reply::status_id_count(ctx, c"RESERVED", Some(accepted.id()), sale.remaining());
         }
         Err(Refusal::Duplicate(id)) => (stats_of(&stats::DUPLICATE, c"DUPLICATE"), Some(id)),
         Err(Refusal::NotStarted) => (stats_of(&stats::NOT_STARTED, c"NOT_STARTED"), None),
@@ -176,6 +202,7 @@ fn reserve(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
         Err(Refusal::Limit(latest)) => (stats_of(&stats::LIMIT, c"LIMIT"), latest),
         Err(Refusal::SoldOut) => (stats_of(&stats::SOLD_OUT, c"SOLD_OUT"), None),
     };
+    // Holds that ran out may have come back as stock (`seckill.restock`).
     c.notify_stock_edge(before, sale.remaining());
     Reply::status_id_count(ctx, status, id.as_deref(), sale.remaining())
 }
@@ -190,12 +217,12 @@ fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
 /// Makes RELEASE's or CONFIRM's change, given the reservation's state.
 type Finish = fn(&Committer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>;
 
-fn settle(ctx: &Context, args: &[RedisString], argv: &[&[u8]], finish: Finish) -> RedisResult {
+fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> RedisResult {
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
     let rid = args::parse_rid(&argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NOT_FOUND.add(1);
         return Reply::status_count(ctx, c"NOT_FOUND", 0);
@@ -207,7 +234,7 @@ fn settle(ctx: &Context, args: &[RedisString], argv: &[&[u8]], finish: Finish) -
         || sale.next_deadline().is_some_and(|d| d <= now);
     let stream = if appends { sale_stream(ctx, sale)? } else { None };
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);
     let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
@@ -216,8 +243,8 @@ fn settle(ctx: &Context, args: &[RedisString], argv: &[&[u8]], finish: Finish) -
 }
 
 /// SECKILL.RELEASE key reservation-id
-fn release(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
-    settle(ctx, args, argv, |c, sale, rid, state| {
+fn release(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+    settle(ctx, name, argv, |c, sale, rid, state| {
         Ok(match state {
             None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
             Some(State::Confirmed) => stats_of(&stats::LATE, c"CONFIRMED"),
@@ -231,8 +258,8 @@ fn release(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.CONFIRM key reservation-id
-fn confirm(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
-    settle(ctx, args, argv, |c, sale, rid, state| {
+fn confirm(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+    settle(ctx, name, argv, |c, sale, rid, state| {
         Ok(match state {
             None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
             Some(State::Confirmed) => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
@@ -246,12 +273,12 @@ fn confirm(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]
-fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn reconcile(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 2 {
         return Err(RedisError::WrongArity);
     }
     let a = args::parse_reconcile(&argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
@@ -263,7 +290,7 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
     stats::RECONCILED.add(1);
     let now = now_ms();
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out go first (EXPIRE asks for it; APPLY is a write, and
     // writes release due holds), so the orders are classified, and retaken,
     // against the state that stays.
@@ -309,11 +336,11 @@ fn reconcile(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult
 }
 
 /// SECKILL.INFO key
-fn info(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn info(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() != 2 {
         return Err(RedisError::WrongArity);
     }
-    let key = ctx.open_key(&args[1]);
+    let key = ctx.open_key(name);
     match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
         None => Reply::Null.done(ctx),
         Some(sale) => Reply::Map(Reply::report_fields(&Report::of(sale))).done(ctx),
@@ -321,12 +348,12 @@ fn info(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.GET key reservation-id
-fn get(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn get(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
     let rid = args::parse_rid(&argv[2..])?;
-    let key = ctx.open_key(&args[1]);
+    let key = ctx.open_key(name);
     let Some(rec) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.and_then(|s| s.get(rid)) else {
         return Reply::Null.done(ctx);
     };
@@ -345,7 +372,7 @@ fn get(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 /// fit the sale. It runs only from the master link and while loading (AOF):
 /// an effect states its own ids, quantities and times, so a client sending
 /// one could pass LIMIT, the window or the stock.
-fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn effect(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     let flags = ctx.get_flags();
     if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::config::client_effects() {
         stats::EFFECTS_DENIED.add(1);
@@ -359,8 +386,8 @@ fn effect(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     }
     let (effect_args, tail) = crate::effect::split_stream_tail(&argv[2..])?;
     let effect = Effect::parse(effect_args)?;
-    let key = ctx.open_key_writable(&args[1]);
-    let c = Committer { ctx, key: &args[1], origin: Origin::Replayed, stream: None };
+    let key = ctx.open_key_writable(name);
+    let c = Committer { ctx, key: name, origin: Origin::Replayed, stream: None };
     let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
     let result = match (effect, existing) {
         (Effect::Init(config), existing) => {
@@ -417,19 +444,19 @@ fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
 /// SECKILL.SEND key peer qty [MIN m] TID tid -> [taken, sent_total, remaining]
 /// (nil when the key does not exist). Works outside the sale's window: it
 /// moves stock between the keys of one sale, it sells nothing.
-fn send(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn send(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() < 4 {
         return Err(RedisError::WrongArity);
     }
     let a = args::parse_send(argv[1], &argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
     let now = now_ms();
     let stream = due_stream(ctx, sale, now)?;
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out are stock again: a SEND may take it.
     expire_due(&c, sale, now, LAZY_CHUNK);
     // A refused SEND does not record its tid: nothing was taken, so a retry
@@ -459,12 +486,12 @@ fn send(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
 
 /// SECKILL.RECV key peer sent_total -> [credited, received_total, remaining]
 /// (nil when the key does not exist). Works outside the sale's window.
-fn recv(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
+fn recv(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
     if argv.len() != 4 {
         return Err(RedisError::WrongArity);
     }
     let (peer, sent_total) = args::parse_recv(argv[1], &argv[2..])?;
-    let key = ctx.open_key_writable(&args[1]);
+    let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
@@ -474,7 +501,7 @@ fn recv(ctx: &Context, args: &[RedisString], argv: &[&[u8]]) -> RedisResult {
     let now = now_ms();
     let stream = due_stream(ctx, sale, now)?;
     let before = sale.remaining();
-    let c = Committer { ctx, key: &args[1], origin: Origin::Master, stream: stream.as_ref() };
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);
     let credited = match sale.plan_recv(peer, sent_total).map_err(internal)? {
         None => {

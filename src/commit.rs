@@ -8,9 +8,10 @@ use redis_module::{Context, RedisError, RedisString};
 
 use crate::datatype::SALE_TYPE;
 
-use crate::effect::{pending_form, Effect, Event, EFFECT_COMMAND};
+use crate::effect::{pending_form, single_record, Effect, Event, EFFECT_COMMAND};
 use crate::rawapi;
-use crate::sale::{EffectError, Sale, SaleConfig};
+use crate::reservation::NewRecord;
+use crate::sale::{Accepted, EffectError, Sale, SaleConfig};
 use crate::stats;
 use crate::stream::StreamKey;
 
@@ -34,8 +35,35 @@ impl Opened<'_> {
 struct Carried<'a> {
     stream: Opened<'a>,
     added: crate::stream::Added,
-    rec: &'a crate::reservation::Reservation,
+    rec: NewRecord<'a>,
     nums: crate::effect::Digits,
+}
+
+/// What `publish` propagates: an effect, or the record a RESERVE accepted,
+/// which the hot path publishes as it is, without building an `Effect`.
+#[derive(Clone, Copy)]
+enum Change<'e> {
+    Effect(&'e Effect),
+    Reserved(NewRecord<'e>),
+}
+
+impl<'e> Change<'e> {
+    /// The new pending record and its PENDING numbers, when the change has
+    /// that short wire form.
+    fn pending(self) -> Option<(NewRecord<'e>, crate::effect::Digits)> {
+        let rec = match self {
+            Change::Reserved(rec) => rec,
+            Change::Effect(effect) => single_record(effect)?.as_new(),
+        };
+        Some((rec, pending_form(&rec)?))
+    }
+
+    fn for_each_event(self, mut f: impl FnMut(Event, &[u8])) {
+        match self {
+            Change::Effect(effect) => effect.for_each_event(f),
+            Change::Reserved(rec) => f(Event::Reserved, rec.id),
+        }
+    }
 }
 
 /// Where an effect comes from decides what else it does.
@@ -71,11 +99,27 @@ impl Committer<'_> {
         Ok(())
     }
 
+    /// Applies a RESERVE the sale accepted and propagates it: the same
+    /// `add_record` a replayed PENDING effect runs, with no `Effect` built.
+    pub fn commit_reserve(&self, sale: &mut Sale, accepted: &Accepted) -> Result<(), EffectError> {
+        let had_holds = sale.next_deadline().is_some();
+        if let Err(e) = sale.add_record(accepted.as_new()) {
+            stats::EFFECTS_REFUSED.add(1);
+            return Err(e);
+        }
+        self.publish_change(sale, Change::Reserved(accepted.as_new()), had_holds);
+        Ok(())
+    }
+
     /// Propagates an effect already applied to `sale` (`had_holds`: whether
     /// the sale had holds before). RECONCILE applies its fixes row by row,
     /// since each row must see the stock the previous ones took, then
     /// publishes them as one effect.
     pub fn publish(&self, sale: &Sale, effect: &Effect, had_holds: bool) {
+        self.publish_change(sale, Change::Effect(effect), had_holds);
+    }
+
+    fn publish_change(&self, sale: &Sale, change: Change, had_holds: bool) {
         stats::EFFECTS_APPLIED.add(1);
         // The timer forgets a sale once its holds are gone; it needs it
         // back when they return. Later holds run out later, so a sale that
@@ -86,15 +130,16 @@ impl Committer<'_> {
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {
-            Origin::Master => self.append_carried(sale, effect),
+            Origin::Master => self.append_carried(sale, change),
             Origin::Replayed => None,
         };
-        match &carried {
-            Some(c) => self.replicate_pending(c),
-            None => self.propagate(effect),
+        match (&carried, change) {
+            (Some(c), _) => self.replicate_pending(c),
+            (None, Change::Effect(effect)) => self.propagate(effect),
+            (None, Change::Reserved(rec)) => self.replicate_reserved(rec),
         }
         rawapi::signal_modified(self.ctx, self.key);
-        effect.for_each_event(|event, id| {
+        change.for_each_event(|event, id| {
             rawapi::notify(self.ctx, event.notification(), self.key);
             if self.origin == Origin::Master {
                 if event == Event::Expired {
@@ -112,11 +157,10 @@ impl Committer<'_> {
     /// the effect is replicated so the entry's id and the length after
     /// trimming can travel inside it. `None`: not that form, no stream, or
     /// the append failed (then nothing of the stream is replicated, as before).
-    fn append_carried<'s>(&'s self, sale: &Sale, effect: &'s Effect) -> Option<Carried<'s>> {
+    fn append_carried<'s>(&'s self, sale: &Sale, change: Change<'s>) -> Option<Carried<'s>> {
         let stream = sale.config().stream.as_ref()?;
-        let Effect::Records(recs) = effect else { return None };
-        let (rec, nums) = pending_form(recs)?;
-        let view = sale.get(&rec.id)?;
+        let (rec, nums) = change.pending()?;
+        let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
         let entry = crate::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
         match crate::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
@@ -150,11 +194,11 @@ impl Committer<'_> {
         let all: &[&[u8]] = match added.length {
             Some(n) => {
                 len.push_u64(n);
-                args = [&r.id, &r.user, nums, added.id.as_bytes(), len.as_bytes()];
+                args = [r.id, r.user, nums, added.id.as_bytes(), len.as_bytes()];
                 &args
             }
             None => {
-                args = [&r.id, &r.user, nums, added.id.as_bytes(), &[]];
+                args = [r.id, r.user, nums, added.id.as_bytes(), &[]];
                 &args[..4]
             }
         };
@@ -187,9 +231,9 @@ impl Committer<'_> {
         // The forms every sale and every settlement uses go out without
         // building argument vectors first.
         match effect {
-            Effect::Records(recs) => {
-                if let Some((r, nums)) = pending_form(recs) {
-                    return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &[&r.id, &r.user, nums.as_bytes()]);
+            Effect::Records(_) => {
+                if let Some((rec, nums)) = Change::Effect(effect).pending() {
+                    return self.replicate_pending_form(rec, &nums);
                 }
             }
             Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[id]),
@@ -199,11 +243,27 @@ impl Committer<'_> {
         rawapi::replicate(self.ctx, EFFECT_COMMAND, self.key.inner, &effect.to_args());
     }
 
+    /// A RESERVE's record on the master: the PENDING form, or (a take from
+    /// several buckets) the general RECORDS form.
+    fn replicate_reserved(&self, rec: NewRecord) {
+        match pending_form(&rec) {
+            Some(nums) => self.replicate_pending_form(rec, &nums),
+            None => {
+                self.replicate(&Effect::Records(vec![rec.to_owned()]));
+            }
+        }
+    }
+
+    /// `SECKILL.EFFECT key PENDING id user nums`.
+    fn replicate_pending_form(&self, rec: NewRecord, nums: &crate::effect::Digits) {
+        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &[rec.id, rec.user, nums.as_bytes()]);
+    }
+
     /// One stream entry per event, in the same atomic step (see `stream`).
     fn append_stream(&self, sale: &Sale, event: Event, id: &[u8]) {
-        let (Some(stream), Some(rec)) = (&sale.config().stream, sale.get(id)) else {
-            return;
-        };
+        // A sale without a stream looks nothing up.
+        let Some(stream) = &sale.config().stream else { return };
+        let Some(rec) = sale.get(id) else { return };
         let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
         let Some(opened) = self.open_stream(&stream.key) else {
             return;

@@ -5,9 +5,10 @@
 //! apply the very same effect and never read a clock. AOF rewrite emits the
 //! same commands, so one parser and one apply path serve all three.
 
+pub use crate::digits::Digits;
 use crate::args::{parse_u64, ArgError, ArgResult};
 use crate::buckets::Take;
-use crate::reservation::{Reservation, State};
+use crate::reservation::{NewRecord, Reservation, State};
 use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL};
 use crate::transfers::Counters;
 
@@ -156,7 +157,7 @@ impl Effect {
                 }
             }
             Effect::Records(recs) => {
-                if let Some((r, nums)) = pending_form(recs) {
+                if let Some((r, nums)) = single_record(self).and_then(|r| Some((r, pending_form(&r.as_new())?))) {
                     out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
                     return out;
                 }
@@ -377,9 +378,8 @@ fn apply_batch(sale: &mut Sale, fixes: &[Effect]) -> Result<(), EffectError> {
 /// RESERVE's effect, a new pending record with one take, has a short wire
 /// form, `PENDING id user qty:created:deadline:bucket`: replication costs
 /// grow with the number of arguments, and this one runs on every sale.
-pub fn pending_form(recs: &[Reservation]) -> Option<(&Reservation, Digits)> {
-    let [r] = recs else { return None };
-    let [take] = r.takes.as_slice() else { return None };
+pub fn pending_form(r: &NewRecord) -> Option<Digits> {
+    let [take] = r.takes else { return None };
     if r.state != State::Pending || take.qty != r.qty {
         return None;
     }
@@ -390,7 +390,18 @@ pub fn pending_form(recs: &[Reservation]) -> Option<(&Reservation, Digits)> {
         }
         d.push_u64(n);
     }
-    Some((r, d))
+    Some(d)
+}
+
+/// The one record of a RECORDS effect, if it has just one.
+pub fn single_record(effect: &Effect) -> Option<&Reservation> {
+    match effect {
+        Effect::Records(recs) => match recs.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The stream entry that travels inside a PENDING effect: the id the master
@@ -427,46 +438,6 @@ pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u
         _ => None,
     };
     Ok((effect, Some(StreamTail { ms, seq, length })))
-}
-
-/// Decimal numbers written into a stack buffer, without formatting machinery.
-#[derive(Clone, Copy)]
-pub struct Digits {
-    buf: [u8; 96],
-    len: usize,
-}
-
-impl Default for Digits {
-    fn default() -> Self {
-        Digits { buf: [0; 96], len: 0 }
-    }
-}
-
-impl Digits {
-    pub fn push(&mut self, b: u8) {
-        self.buf[self.len] = b;
-        self.len += 1;
-    }
-
-    pub fn push_u64(&mut self, mut n: u64) {
-        let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
-        loop {
-            i -= 1;
-            tmp[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        let digits = &tmp[i..];
-        self.buf[self.len..self.len + digits.len()].copy_from_slice(digits);
-        self.len += digits.len();
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
 }
 
 fn num(n: u64) -> Vec<u8> {

@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod buckets;
+pub mod digits;
 pub mod effect;
 pub mod encoding;
 pub mod reconcile;
@@ -48,7 +49,7 @@ mod warn;
 mod module {
     use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
 
-    use crate::commands::*;
+    use crate::commands::COMMANDS;
     use crate::datatype::SALE_TYPE;
 
     fn init(ctx: &Context, args: &[RedisString]) -> Status {
@@ -66,6 +67,14 @@ mod module {
                 | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
                 | ModuleOptions::HANDLE_REPL_ASYNC_LOAD,
         );
+        // The commands go through the raw API (`commands::dispatch` reads
+        // their arguments in place); the crate's table is left empty.
+        for &(name, handler, flags) in COMMANDS {
+            if !crate::rawapi::create_command(ctx, name, handler, flags) {
+                ctx.log_warning(&format!("seckill: could not create command {name:?}"));
+                return Status::Err;
+            }
+        }
         redis_module::raw::register_info_function(ctx.ctx, Some(crate::stats::info));
         if !crate::command_info::register(ctx) {
             ctx.log_warning("seckill: could not set command info (key-specs)");
@@ -88,22 +97,6 @@ mod module {
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [SALE_TYPE],
         init: init,
-        commands: [
-            ["seckill.init", init_cmd, "write deny-oom", 1, 1, 1, ""],
-            ["seckill.reserve", reserve_cmd, "write deny-oom", 1, 1, 1, ""],
-            ["seckill.release", release_cmd, "write", 1, 1, 1, ""],
-            ["seckill.confirm", confirm_cmd, "write", 1, 1, 1, ""],
-            ["seckill.reconcile", reconcile_cmd, "write", 1, 1, 1, ""],
-            ["seckill.info", info_cmd, "readonly", 1, 1, 1, ""],
-            ["seckill.get", get_cmd, "readonly", 1, 1, 1, ""],
-            ["seckill.effect", effect_cmd, "write", 1, 1, 1, ""],
-            // SEND starts a transfer: refused under memory pressure like
-            // any write that can wait. RECV completes one: refusing it
-            // would leave units in flight (unusable) while the pressure
-            // lasts, and it allocates at most one peer entry.
-            ["seckill.send", send_cmd, "write deny-oom", 1, 1, 1, ""],
-            ["seckill.recv", recv_cmd, "write", 1, 1, 1, ""],
-        ],
         event_handlers: [
             [@GENERIC: crate::expiry::on_key_event],
         ],

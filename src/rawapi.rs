@@ -12,6 +12,35 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
 }
 
+/// A command handler as Redis calls it.
+pub type CommandFn = extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
+
+/// Registers a command whose only key is its first argument; Redis calls
+/// `handler` directly with its argument vector.
+pub fn create_command(ctx: &Context, name: &CStr, handler: CommandFn, flags: &CStr) -> bool {
+    let create = unsafe { raw::RedisModule_CreateCommand.unwrap() };
+    unsafe { create(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), 1, 1, 1) == raw::REDISMODULE_OK as c_int }
+}
+
+/// The arguments Redis passed to a command handler. They live until the
+/// handler returns, which outlives every use the dispatcher makes of them.
+pub fn command_args<'a>(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> &'a [*mut raw::RedisModuleString] {
+    match usize::try_from(argc) {
+        Ok(n) if n > 0 && !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    }
+}
+
+/// The bytes of a command argument, read in place (see `command_args`).
+pub fn bytes_of<'a>(s: *mut raw::RedisModuleString) -> &'a [u8] {
+    let mut len = 0;
+    let ptr = unsafe { raw::RedisModule_StringPtrLen.unwrap()(s, &mut len) };
+    if ptr.is_null() {
+        return &[];
+    }
+    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
 /// Selects `db` for the following key operations of this context.
 pub fn select_db(ctx: &Context, db: i32) -> bool {
     unsafe { raw::RedisModule_SelectDb.unwrap()(ctx.ctx, db) == raw::REDISMODULE_OK as c_int }
@@ -23,6 +52,31 @@ pub fn digest_bytes(md: *mut raw::RedisModuleDigest, bytes: &[u8]) {
         raw::RedisModule_DigestAddStringBuffer.unwrap()(md, bytes.as_ptr().cast::<c_char>().cast_mut(), bytes.len());
         raw::RedisModule_DigestEndSequence.unwrap()(md);
     }
+}
+
+/// Words passed to Redis on every call (stream field names, event words,
+/// the effect names of the hot paths), made into module strings once and
+/// kept for the life of the module: Redis only adds references to them,
+/// so passing one allocates nothing.
+const WORDS: [&[u8]; 11] =
+    [b"event", b"rid", b"user", b"qty", b"reserved", b"released", b"confirmed", b"expired", b"PENDING", b"RELEASE", b"CONFIRM"];
+
+struct Constants([*mut raw::RedisModuleString; WORDS.len()]);
+
+// The strings are never changed and only used on Redis's main thread.
+unsafe impl Send for Constants {}
+unsafe impl Sync for Constants {}
+
+static CONSTANTS: std::sync::OnceLock<Constants> = std::sync::OnceLock::new();
+
+/// The kept module string for `word`, if it is one of `WORDS`.
+pub fn constant(word: &[u8]) -> Option<*mut raw::RedisModuleString> {
+    let c = CONSTANTS.get_or_init(|| {
+        Constants(WORDS.map(|w| unsafe {
+            raw::RedisModule_CreateString.unwrap()(null_mut(), w.as_ptr().cast::<c_char>(), w.len())
+        }))
+    });
+    WORDS.iter().position(|&w| w == word).map(|i| c.0[i])
 }
 
 /// Module strings made for one call (no context, so never auto-freed) and
@@ -146,7 +200,7 @@ pub fn replicate<T: AsRef<[u8]>>(ctx: &Context, cmd: &CStr, key: *mut raw::Redis
 
 /// RM_Replicate of `cmd key op a [b [c]]` straight from buffers: the
 /// short effect forms on the hot paths (PENDING with or without its stream
-/// entry, RELEASE, CONFIRM).
+/// entry, RELEASE, CONFIRM), whose op is one of the kept `WORDS`.
 pub fn replicate_args(
     ctx: &Context,
     cmd: &CStr,
@@ -154,27 +208,32 @@ pub fn replicate_args(
     op: &CStr,
     args: &[&[u8]],
 ) {
+    let Some(word) = constant(op.to_bytes()) else {
+        let mut all: Vec<&[u8]> = vec![op.to_bytes()];
+        all.extend_from_slice(args);
+        return replicate(ctx, cmd, key, &all);
+    };
     let f = unsafe { raw::RedisModule_Replicate.unwrap() };
     let p = |a: &[u8]| (a.as_ptr().cast::<c_char>(), a.len());
     unsafe {
         match args {
             [a] => {
-                f(ctx.ctx, cmd.as_ptr(), c"scb".as_ptr(), key, op.as_ptr(), p(a).0, p(a).1);
+                f(ctx.ctx, cmd.as_ptr(), c"ssb".as_ptr(), key, word, p(a).0, p(a).1);
             }
             [a, b] => {
-                f(ctx.ctx, cmd.as_ptr(), c"scbb".as_ptr(), key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1);
+                f(ctx.ctx, cmd.as_ptr(), c"ssbb".as_ptr(), key, word, p(a).0, p(a).1, p(b).0, p(b).1);
             }
             [a, b, c] => {
-                let fmt = c"scbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1);
+                let fmt = c"ssbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1);
             }
             [a, b, c, d] => {
-                let fmt = c"scbbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1);
+                let fmt = c"ssbbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1);
             }
             [a, b, c, d, e] => {
-                let fmt = c"scbbbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, op.as_ptr(), p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1, p(e).0, p(e).1);
+                let fmt = c"ssbbbbb".as_ptr();
+                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1, p(e).0, p(e).1);
             }
             _ => {
                 let mut all: Vec<&[u8]> = vec![op.to_bytes()];

@@ -96,6 +96,20 @@ pub struct NewRecord<'a> {
     pub takes: &'a [Take],
 }
 
+impl NewRecord<'_> {
+    pub fn to_owned(&self) -> Reservation {
+        Reservation {
+            id: self.id.into(),
+            user: self.user.into(),
+            qty: self.qty,
+            state: self.state,
+            created_ms: self.created_ms,
+            deadline_ms: self.deadline_ms,
+            takes: self.takes.to_vec(),
+        }
+    }
+}
+
 /// The longest user id or reservation id accepted.
 pub const MAX_ID_LEN: usize = 256;
 

@@ -24,6 +24,7 @@ use std::ops::{Index, IndexMut};
 use hashbrown::DefaultHashBuilder;
 
 use crate::buckets::{Buckets, Take};
+use crate::digits::Digits;
 use crate::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::seq_index::SeqIndex;
 use crate::transfers::{Counters, SendDecision, Transfers};
@@ -64,6 +65,65 @@ pub enum Refusal {
     /// Carries the user's latest live reservation id.
     Limit(Option<Box<[u8]>>),
     SoldOut,
+}
+
+/// A RESERVE the sale accepted, not applied yet: `add_record(a.as_new())`
+/// applies it, on the master as a replayed PENDING effect does. Borrowed
+/// and inline, so accepting allocates nothing unless the take borrows from
+/// several buckets.
+#[derive(Debug)]
+pub struct Accepted<'a> {
+    id: AcceptedId<'a>,
+    pub user: &'a [u8],
+    pub qty: u64,
+    pub created_ms: u64,
+    pub deadline_ms: u64,
+    takes: Takes,
+}
+
+#[derive(Debug)]
+enum AcceptedId<'a> {
+    Client(&'a [u8]),
+    Generated(Digits),
+}
+
+/// Where an accepted reservation's units come from.
+#[derive(Debug)]
+enum Takes {
+    One([Take; 1]),
+    Many(Vec<Take>),
+}
+
+impl Accepted<'_> {
+    pub fn id(&self) -> &[u8] {
+        match &self.id {
+            AcceptedId::Client(id) => id,
+            AcceptedId::Generated(id) => id.as_bytes(),
+        }
+    }
+
+    pub fn takes(&self) -> &[Take] {
+        match &self.takes {
+            Takes::One(one) => one,
+            Takes::Many(many) => many,
+        }
+    }
+
+    pub fn as_new(&self) -> NewRecord<'_> {
+        NewRecord {
+            id: self.id(),
+            user: self.user,
+            qty: self.qty,
+            state: State::Pending,
+            created_ms: self.created_ms,
+            deadline_ms: self.deadline_ms,
+            takes: self.takes(),
+        }
+    }
+
+    pub fn to_reservation(&self) -> Reservation {
+        self.as_new().to_owned()
+    }
 }
 
 /// A change that does not fit the state it is applied to.
@@ -350,7 +410,11 @@ impl<'a> RecordView<'a> {
     /// Writes the reservation id into `out` (rendered for generated ids).
     pub fn write_id(&self, out: &mut Vec<u8>) {
         match self.rec().id {
-            GENERATED => write_generated(out, self.sale.config.tag, self.seq),
+            GENERATED => {
+                let mut id = Digits::default();
+                write_generated(&mut id, self.sale.config.tag, self.seq);
+                out.extend_from_slice(id.as_bytes());
+            }
             off => out.extend_from_slice(self.sale.arena.get(off)),
         }
     }
@@ -442,13 +506,13 @@ pub struct Sale {
     hasher: DefaultHashBuilder,
 }
 
-fn write_generated(out: &mut Vec<u8>, tag: u32, seq: u32) {
+fn write_generated(out: &mut Digits, tag: u32, seq: u32) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend((0..8).rev().map(|i| HEX[((tag >> (4 * i)) & 0xf) as usize]));
+    for i in (0..8).rev() {
+        out.push(HEX[((tag >> (4 * i)) & 0xf) as usize]);
+    }
     out.push(b'-');
-    let mut d = crate::effect::Digits::default();
-    d.push_u64(u64::from(seq));
-    out.extend_from_slice(d.as_bytes());
+    out.push_u64(u64::from(seq));
 }
 
 /// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
@@ -659,13 +723,20 @@ impl Sale {
 
     /// Decides a RESERVE at `now_ms` without changing anything. On success
     /// the returned record is what `add_record` takes.
-    pub fn decide_reserve(
+    pub fn decide_reserve(&self, user: &[u8], qty: u64, reqid: Option<&[u8]>, now_ms: u64) -> Result<Reservation, Refusal> {
+        self.accept_reserve(user, qty, reqid, now_ms).map(|a| a.to_reservation())
+    }
+
+    /// `decide_reserve` without allocating: the accepted reservation
+    /// borrows the caller's user and REQID and keeps a generated id and a
+    /// one-bucket take inline (the RESERVE command's path).
+    pub fn accept_reserve<'a>(
         &self,
-        user: &[u8],
+        user: &'a [u8],
         qty: u64,
-        reqid: Option<&[u8]>,
+        reqid: Option<&'a [u8]>,
         now_ms: u64,
-    ) -> Result<Reservation, Refusal> {
+    ) -> Result<Accepted<'a>, Refusal> {
         if let Some(id) = reqid {
             if self.find(id).is_some() {
                 return Err(Refusal::Duplicate(id.into()));
@@ -684,34 +755,41 @@ impl Sale {
         if self.remaining < qty {
             return Err(Refusal::SoldOut);
         }
-        let takes = self.buckets.plan_take(self.buckets.home_of(user), qty).ok_or(Refusal::SoldOut)?;
+        let home = self.buckets.home_of(user);
+        // The home bucket usually has the units: the same single take
+        // `plan_take` would plan, without a vector.
+        let takes = match self.buckets.take_from(home, qty) {
+            Some(take) => Takes::One([take]),
+            None => Takes::Many(self.buckets.plan_take(home, qty).ok_or(Refusal::SoldOut)?),
+        };
         let id = match reqid {
-            Some(id) => id.into(),
-            None => self.generate_id(),
+            Some(id) => AcceptedId::Client(id),
+            None => AcceptedId::Generated(self.generate_id()),
         };
         let created_ms = self.stamp(now_ms);
         let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };
-        Ok(Reservation { id, user: user.into(), qty, state: State::Pending, created_ms, deadline_ms, takes })
+        Ok(Accepted { id, user, qty, created_ms, deadline_ms, takes })
     }
 
     /// `<tag>-<seq>` for the next record; in the rare case a client already
     /// took that id as its REQID, `<tag>-<seq>-<k>` with the smallest free k.
-    fn generate_id(&self) -> Box<[u8]> {
+    fn generate_id(&self) -> Digits {
         let seq = self.records.len() as u32;
-        let mut id = Vec::with_capacity(8 + 1 + 10);
+        let mut id = Digits::default();
         write_generated(&mut id, self.config.tag, seq);
-        if self.find(&id).is_none() {
-            return Box::from(id.as_slice());
+        if self.find(id.as_bytes()).is_none() {
+            return id;
         }
         let base = id.len();
         for k in 1u64.. {
             id.truncate(base);
-            id.extend_from_slice(format!("-{k}").as_bytes());
-            if self.find(&id).is_none() {
+            id.push(b'-');
+            id.push_u64(k);
+            if self.find(id.as_bytes()).is_none() {
                 break;
             }
         }
-        id.into_boxed_slice()
+        id
     }
 
     /// Adds reservation records as decided (or as replicated, or as loaded),

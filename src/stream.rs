@@ -23,30 +23,9 @@ pub struct Entry<'a> {
     pub qty: u64,
 }
 
-/// Field names and event words, created once and kept for the life of the
-/// module: most of an entry's strings never need allocating.
-struct Constants([*mut raw::RedisModuleString; 8]);
-
-// The strings are immutable and only ever used on Redis's main thread.
-unsafe impl Send for Constants {}
-unsafe impl Sync for Constants {}
-
-static CONSTANTS: std::sync::OnceLock<Constants> = std::sync::OnceLock::new();
-
-const WORDS: [&[u8]; 8] = [b"event", b"rid", b"user", b"qty", b"reserved", b"released", b"confirmed", b"expired"];
-
-fn constant(word: &[u8]) -> Option<*mut raw::RedisModuleString> {
-    let c = CONSTANTS.get_or_init(|| {
-        Constants(WORDS.map(|w| unsafe {
-            raw::RedisModule_CreateString.unwrap()(null_mut(), w.as_ptr().cast::<c_char>(), w.len())
-        }))
-    });
-    WORDS.iter().position(|&w| w == word).map(|i| c.0[i])
-}
-
 /// A constant if `bytes` is one, else a new string freed with `strings`.
 fn string(strings: &mut ModuleStrings, bytes: &[u8]) -> *mut raw::RedisModuleString {
-    constant(bytes).unwrap_or_else(|| strings.add(bytes))
+    crate::rawapi::constant(bytes).unwrap_or_else(|| strings.add(bytes))
 }
 
 /// A sale's stream key, opened for writing once per command: checked before
