@@ -24,9 +24,16 @@ use crate::stats;
 use crate::stream::StreamKey;
 use crate::transfers::SendDecision;
 
-/// A handler gets the key name (every command has one) and all arguments
-/// as byte slices, command name included.
-type Handler = fn(&Context, &RedisString, &[&[u8]]) -> RedisResult;
+/// One call's arguments: the key name (every command has one), the bytes
+/// of every argument (command name first), and Redis's own strings for
+/// them, which can be passed on to Redis by reference.
+struct Call<'a> {
+    key: &'a RedisString,
+    argv: &'a [&'a [u8]],
+    strings: &'a [*mut raw::RedisModuleString],
+}
+
+type Handler = fn(&Context, &Call) -> RedisResult;
 
 /// Runs a handler on the arguments as Redis passed them, read in place (no
 /// retained copies, no vector on the heap for a usual call), and turns a
@@ -64,7 +71,7 @@ fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], handler: Handler)
         heap = strings.iter().map(|&s| rawapi::bytes_of(s)).collect();
         &heap
     };
-    handler(ctx, &name, argv)
+    handler(ctx, &Call { key: &name, argv, strings })
 }
 
 impl From<ArgError> for RedisError {
@@ -142,7 +149,8 @@ fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
 }
 
 /// SECKILL.INIT key total [options...]
-fn init(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn init(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
@@ -171,7 +179,8 @@ fn init(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.RESERVE key user [QTY n] [REQID id]
-fn reserve(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn reserve(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
@@ -185,13 +194,15 @@ fn reserve(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
         return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
     }
     let stream = sale_stream(ctx, sale)?;
-    let now = now_ms();
+    // A sold-out sale without window or holds answers without the clock.
+    let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);
     let (status, id) = match sale.accept_reserve(a.user, a.qty, a.reqid, now) {
         Ok(accepted) => {
-            c.commit_reserve(sale, &accepted).map_err(internal)?;
+            // The user is the call's third argument: replicated by reference.
+            c.commit_reserve(sale, &accepted, rawapi::Arg::Str(call.strings[2])).map_err(internal)?;
             stats::RESERVED.add(1);
             c.notify_stock_edge(before, sale.remaining());
             return Reply::status_id_count(ctx, c"RESERVED", Some(accepted.id()), sale.remaining());
@@ -243,7 +254,8 @@ fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> 
 }
 
 /// SECKILL.RELEASE key reservation-id
-fn release(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn release(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     settle(ctx, name, argv, |c, sale, rid, state| {
         Ok(match state {
             None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
@@ -258,7 +270,8 @@ fn release(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.CONFIRM key reservation-id
-fn confirm(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn confirm(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     settle(ctx, name, argv, |c, sale, rid, state| {
         Ok(match state {
             None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
@@ -273,7 +286,8 @@ fn confirm(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]
-fn reconcile(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() < 2 {
         return Err(RedisError::WrongArity);
     }
@@ -336,7 +350,8 @@ fn reconcile(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.INFO key
-fn info(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn info(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() != 2 {
         return Err(RedisError::WrongArity);
     }
@@ -348,7 +363,8 @@ fn info(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 }
 
 /// SECKILL.GET key reservation-id
-fn get(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn get(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -372,7 +388,8 @@ fn get(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 /// fit the sale. It runs only from the master link and while loading (AOF):
 /// an effect states its own ids, quantities and times, so a client sending
 /// one could pass LIMIT, the window or the stock.
-fn effect(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn effect(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     let flags = ctx.get_flags();
     if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::config::client_effects() {
         stats::EFFECTS_DENIED.add(1);
@@ -444,7 +461,8 @@ fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
 /// SECKILL.SEND key peer qty [MIN m] TID tid -> [taken, sent_total, remaining]
 /// (nil when the key does not exist). Works outside the sale's window: it
 /// moves stock between the keys of one sale, it sells nothing.
-fn send(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn send(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() < 4 {
         return Err(RedisError::WrongArity);
     }
@@ -486,7 +504,8 @@ fn send(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
 
 /// SECKILL.RECV key peer sent_total -> [credited, received_total, remaining]
 /// (nil when the key does not exist). Works outside the sale's window.
-fn recv(ctx: &Context, name: &RedisString, argv: &[&[u8]]) -> RedisResult {
+fn recv(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() != 4 {
         return Err(RedisError::WrongArity);
     }

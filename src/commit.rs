@@ -9,7 +9,7 @@ use redis_module::{Context, RedisError, RedisString};
 use crate::datatype::SALE_TYPE;
 
 use crate::effect::{pending_form, single_record, Effect, Event, EFFECT_COMMAND};
-use crate::rawapi;
+use crate::rawapi::{self, Arg};
 use crate::reservation::NewRecord;
 use crate::sale::{Accepted, EffectError, Sale, SaleConfig};
 use crate::stats;
@@ -36,6 +36,7 @@ struct Carried<'a> {
     stream: Opened<'a>,
     added: crate::stream::Added,
     rec: NewRecord<'a>,
+    user: Arg<'a>,
     nums: crate::effect::Digits,
 }
 
@@ -44,24 +45,28 @@ struct Carried<'a> {
 #[derive(Clone, Copy)]
 enum Change<'e> {
     Effect(&'e Effect),
-    Reserved(NewRecord<'e>),
+    /// With the user as the command passed it (replicated by reference).
+    Reserved(NewRecord<'e>, Arg<'e>),
 }
 
 impl<'e> Change<'e> {
-    /// The new pending record and its PENDING numbers, when the change has
-    /// that short wire form.
-    fn pending(self) -> Option<(NewRecord<'e>, crate::effect::Digits)> {
-        let rec = match self {
-            Change::Reserved(rec) => rec,
-            Change::Effect(effect) => single_record(effect)?.as_new(),
+    /// The new pending record, its user argument and its PENDING numbers,
+    /// when the change has that short wire form.
+    fn pending(self) -> Option<(NewRecord<'e>, Arg<'e>, crate::effect::Digits)> {
+        let (rec, user) = match self {
+            Change::Reserved(rec, user) => (rec, user),
+            Change::Effect(effect) => {
+                let rec = single_record(effect)?.as_new();
+                (rec, Arg::Bytes(rec.user))
+            }
         };
-        Some((rec, pending_form(&rec)?))
+        Some((rec, user, pending_form(&rec)?))
     }
 
     fn for_each_event(self, mut f: impl FnMut(Event, &[u8])) {
         match self {
             Change::Effect(effect) => effect.for_each_event(f),
-            Change::Reserved(rec) => f(Event::Reserved, rec.id),
+            Change::Reserved(rec, _) => f(Event::Reserved, rec.id),
         }
     }
 }
@@ -101,13 +106,14 @@ impl Committer<'_> {
 
     /// Applies a RESERVE the sale accepted and propagates it: the same
     /// `add_record` a replayed PENDING effect runs, with no `Effect` built.
-    pub fn commit_reserve(&self, sale: &mut Sale, accepted: &Accepted) -> Result<(), EffectError> {
+    /// `user` is the accepted user as the command passed it.
+    pub fn commit_reserve(&self, sale: &mut Sale, accepted: &Accepted, user: Arg) -> Result<(), EffectError> {
         let had_holds = sale.next_deadline().is_some();
         if let Err(e) = sale.add_record(accepted.as_new()) {
             stats::EFFECTS_REFUSED.add(1);
             return Err(e);
         }
-        self.publish_change(sale, Change::Reserved(accepted.as_new()), had_holds);
+        self.publish_change(sale, Change::Reserved(accepted.as_new(), user), had_holds);
         Ok(())
     }
 
@@ -136,7 +142,7 @@ impl Committer<'_> {
         match (&carried, change) {
             (Some(c), _) => self.replicate_pending(c),
             (None, Change::Effect(effect)) => self.propagate(effect),
-            (None, Change::Reserved(rec)) => self.replicate_reserved(rec),
+            (None, Change::Reserved(rec, user)) => self.replicate_reserved(rec, user),
         }
         rawapi::signal_modified(self.ctx, self.key);
         change.for_each_event(|event, id| {
@@ -159,12 +165,12 @@ impl Committer<'_> {
     /// the append failed (then nothing of the stream is replicated, as before).
     fn append_carried<'s>(&'s self, sale: &Sale, change: Change<'s>) -> Option<Carried<'s>> {
         let stream = sale.config().stream.as_ref()?;
-        let (rec, nums) = change.pending()?;
+        let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
         let entry = crate::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
         match crate::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
-            Ok(added) => Some(Carried { stream: opened, added, rec, nums }),
+            Ok(added) => Some(Carried { stream: opened, added, rec, user, nums }),
             Err(e) => {
                 crate::warn::limited(self.ctx, &format!("seckill: {e}"));
                 None
@@ -190,17 +196,13 @@ impl Committer<'_> {
     fn replicate_pending(&self, c: &Carried) {
         let (r, nums, added) = (c.rec, c.nums.as_bytes(), &c.added);
         let mut len = crate::effect::Digits::default();
-        let args: [&[u8]; 5];
-        let all: &[&[u8]] = match added.length {
+        let head = [Arg::Bytes(r.id), c.user, Arg::Bytes(nums), Arg::Bytes(added.id.as_bytes())];
+        let all: &[Arg] = match added.length {
             Some(n) => {
                 len.push_u64(n);
-                args = [r.id, r.user, nums, added.id.as_bytes(), len.as_bytes()];
-                &args
+                &[head[0], head[1], head[2], head[3], Arg::Bytes(len.as_bytes())]
             }
-            None => {
-                args = [r.id, r.user, nums, added.id.as_bytes(), &[]];
-                &args[..4]
-            }
+            None => &head,
         };
         rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", all);
     }
@@ -232,12 +234,12 @@ impl Committer<'_> {
         // building argument vectors first.
         match effect {
             Effect::Records(_) => {
-                if let Some((rec, nums)) = Change::Effect(effect).pending() {
-                    return self.replicate_pending_form(rec, &nums);
+                if let Some((rec, user, nums)) = Change::Effect(effect).pending() {
+                    return self.replicate_pending_form(rec, user, &nums);
                 }
             }
-            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[id]),
-            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"CONFIRM", &[id]),
+            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[Arg::Bytes(id)]),
+            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"CONFIRM", &[Arg::Bytes(id)]),
             _ => {}
         }
         rawapi::replicate(self.ctx, EFFECT_COMMAND, self.key.inner, &effect.to_args());
@@ -245,9 +247,9 @@ impl Committer<'_> {
 
     /// A RESERVE's record on the master: the PENDING form, or (a take from
     /// several buckets) the general RECORDS form.
-    fn replicate_reserved(&self, rec: NewRecord) {
+    fn replicate_reserved(&self, rec: NewRecord, user: Arg) {
         match pending_form(&rec) {
-            Some(nums) => self.replicate_pending_form(rec, &nums),
+            Some(nums) => self.replicate_pending_form(rec, user, &nums),
             None => {
                 self.replicate(&Effect::Records(vec![rec.to_owned()]));
             }
@@ -255,8 +257,9 @@ impl Committer<'_> {
     }
 
     /// `SECKILL.EFFECT key PENDING id user nums`.
-    fn replicate_pending_form(&self, rec: NewRecord, nums: &crate::effect::Digits) {
-        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &[rec.id, rec.user, nums.as_bytes()]);
+    fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::effect::Digits) {
+        let args = [Arg::Bytes(rec.id), user, Arg::Bytes(nums.as_bytes())];
+        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &args);
     }
 
     /// One stream entry per event, in the same atomic step (see `stream`).

@@ -198,50 +198,55 @@ pub fn replicate<T: AsRef<[u8]>>(ctx: &Context, cmd: &CStr, key: *mut raw::Redis
     unsafe { raw::RedisModule_Replicate.unwrap()(ctx.ctx, cmd.as_ptr(), c"sv".as_ptr(), key, ptr, len) };
 }
 
-/// RM_Replicate of `cmd key op a [b [c]]` straight from buffers: the
-/// short effect forms on the hot paths (PENDING with or without its stream
-/// entry, RELEASE, CONFIRM), whose op is one of the kept `WORDS`.
-pub fn replicate_args(
-    ctx: &Context,
-    cmd: &CStr,
-    key: *mut raw::RedisModuleString,
-    op: &CStr,
-    args: &[&[u8]],
-) {
-    let Some(word) = constant(op.to_bytes()) else {
-        let mut all: Vec<&[u8]> = vec![op.to_bytes()];
-        all.extend_from_slice(args);
-        return replicate(ctx, cmd, key, &all);
+/// An argument to replicate: bytes (Redis gets a copy) or a string Redis
+/// already has, a command's own argument, passed on by reference.
+#[derive(Clone, Copy)]
+pub enum Arg<'a> {
+    Bytes(&'a [u8]),
+    Str(*mut raw::RedisModuleString),
+}
+
+/// RM_Replicate of `cmd key op args...` straight from the arguments, with
+/// no vector built: the short effect forms on the hot paths (PENDING with
+/// or without its stream entry, RELEASE, CONFIRM), whose op is one of the
+/// kept `WORDS`. Bytes are copied by Redis (`b`); a string Redis already
+/// has (RESERVE's user, second) is only referenced (`s`). Other shapes
+/// take the general path.
+pub fn replicate_args(ctx: &Context, cmd: &CStr, key: *mut raw::RedisModuleString, op: &CStr, args: &[Arg]) {
+    use Arg::{Bytes as B, Str as S};
+    let Some(w) = constant(op.to_bytes()) else {
+        return replicate_general(ctx, cmd, key, op, args);
     };
     let f = unsafe { raw::RedisModule_Replicate.unwrap() };
-    let p = |a: &[u8]| (a.as_ptr().cast::<c_char>(), a.len());
+    let (c, k) = (ctx.ctx, cmd.as_ptr());
+    let p = |a: &[u8]| a.as_ptr().cast::<c_char>();
     unsafe {
-        match args {
-            [a] => {
-                f(ctx.ctx, cmd.as_ptr(), c"ssb".as_ptr(), key, word, p(a).0, p(a).1);
+        match *args {
+            [B(a)] => f(c, k, c"ssb".as_ptr(), key, w, p(a), a.len()),
+            [B(a), B(u), B(n)] => f(c, k, c"ssbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len()),
+            [B(a), S(u), B(n)] => f(c, k, c"ssbsb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len()),
+            [B(a), B(u), B(n), B(e)] => {
+                f(c, k, c"ssbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len())
             }
-            [a, b] => {
-                f(ctx.ctx, cmd.as_ptr(), c"ssbb".as_ptr(), key, word, p(a).0, p(a).1, p(b).0, p(b).1);
+            [B(a), S(u), B(n), B(e)] => f(c, k, c"ssbsbb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len(), p(e), e.len()),
+            [B(a), B(u), B(n), B(e), B(l)] => f(
+                c, k, c"ssbbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len(), p(l), l.len(),
+            ),
+            [B(a), S(u), B(n), B(e), B(l)] => {
+                f(c, k, c"ssbsbbb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len(), p(e), e.len(), p(l), l.len())
             }
-            [a, b, c] => {
-                let fmt = c"ssbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1);
-            }
-            [a, b, c, d] => {
-                let fmt = c"ssbbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1);
-            }
-            [a, b, c, d, e] => {
-                let fmt = c"ssbbbbb".as_ptr();
-                f(ctx.ctx, cmd.as_ptr(), fmt, key, word, p(a).0, p(a).1, p(b).0, p(b).1, p(c).0, p(c).1, p(d).0, p(d).1, p(e).0, p(e).1);
-            }
-            _ => {
-                let mut all: Vec<&[u8]> = vec![op.to_bytes()];
-                all.extend_from_slice(args);
-                replicate(ctx, cmd, key, &all);
-            }
-        }
+            _ => return replicate_general(ctx, cmd, key, op, args),
+        };
     }
+}
+
+fn replicate_general(ctx: &Context, cmd: &CStr, key: *mut raw::RedisModuleString, op: &CStr, args: &[Arg]) {
+    let mut all: Vec<&[u8]> = vec![op.to_bytes()];
+    all.extend(args.iter().map(|a| match *a {
+        Arg::Bytes(b) => b,
+        Arg::Str(s) => bytes_of(s),
+    }));
+    replicate(ctx, cmd, key, &all);
 }
 
 /// Tells Redis the key changed (WATCH, client-side caching). The module

@@ -507,30 +507,25 @@ pub struct Sale {
 }
 
 fn write_generated(out: &mut Digits, tag: u32, seq: u32) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for i in (0..8).rev() {
-        out.push(HEX[((tag >> (4 * i)) & 0xf) as usize]);
-    }
+    out.extend(&tag_hex(tag));
     out.push(b'-');
     out.push_u64(u64::from(seq));
 }
 
+/// The eight lowercase hex digits of `tag`, as `write_generated` writes them.
+fn tag_hex(tag: u32) -> [u8; 8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    std::array::from_fn(|i| HEX[((tag >> (28 - 4 * i)) & 0xf) as usize])
+}
+
 /// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
+/// Runs several times per RESERVE: the tag is compared as eight bytes.
 fn parse_generated(id: &[u8], tag: u32) -> Option<u32> {
-    if id.len() < 10 || id[8] != b'-' {
+    let (Some(hex), Some((b'-', digits))) = (id.get(..8), id.get(8..).and_then(<[u8]>::split_first)) else {
         return None;
-    }
-    let hex = |b: u8| match b {
-        b'0'..=b'9' => Some(u32::from(b - b'0')),
-        b'a'..=b'f' => Some(u32::from(b - b'a' + 10)),
-        _ => None,
     };
-    let mut t: u32 = 0;
-    for &b in &id[..8] {
-        t = (t << 4) | hex(b)?;
-    }
-    let digits = &id[9..];
-    if t != tag || (digits.len() > 1 && digits[0] == b'0') || digits.len() > 10 {
+    let canonical = !digits.is_empty() && digits.len() <= 10 && (digits.len() == 1 || digits[0] != b'0');
+    if !canonical || hex != tag_hex(tag) {
         return None;
     }
     let mut n: u64 = 0;
@@ -721,6 +716,15 @@ impl Sale {
         *n = if becomes { *n + 1 } else { n.saturating_sub(1) };
     }
 
+    /// Whether the answer to a RESERVE of `qty` can depend on the time: the
+    /// sale has a window, holds that may run out, or the stock to sell. A
+    /// sold-out sale with none of these answers the same at every moment,
+    /// so the command need not read the clock (a sold-out storm is most of
+    /// a flash sale's traffic).
+    pub fn clock_matters(&self, qty: u64) -> bool {
+        self.remaining >= qty || self.config.start_ms > 0 || self.config.end_ms != OPEN_END || self.next_deadline().is_some()
+    }
+
     /// Decides a RESERVE at `now_ms` without changing anything. On success
     /// the returned record is what `add_record` takes.
     pub fn decide_reserve(&self, user: &[u8], qty: u64, reqid: Option<&[u8]>, now_ms: u64) -> Result<Reservation, Refusal> {
@@ -777,7 +781,9 @@ impl Sale {
         let seq = self.records.len() as u32;
         let mut id = Digits::default();
         write_generated(&mut id, self.config.tag, seq);
-        if self.find(id.as_bytes()).is_none() {
+        // No record has this sequence number yet: only a client id can
+        // hold the string, and most sales have none.
+        if self.client_ids.is_empty() || self.find(id.as_bytes()).is_none() {
             return id;
         }
         let base = id.len();
@@ -1441,6 +1447,44 @@ mod tests {
         let rec = s.decide_reserve(user, qty, reqid, now)?;
         s.add_record(rec.as_new()).expect("a decided record is accepted");
         Ok(rec.id)
+    }
+
+    #[test]
+    fn generated_ids_parse_back_and_nothing_else_does() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (tag, seq) = (x as u32, ((x >> 32) as u32) >> (x % 32));
+            let mut id = Digits::default();
+            write_generated(&mut id, tag, seq);
+            let want = (seq != NONE).then_some(seq);
+            assert_eq!(parse_generated(id.as_bytes(), tag), want, "{id:?}");
+            assert_eq!(parse_generated(id.as_bytes(), tag ^ 1), None);
+        }
+        for bad in [&b"0000002a-"[..], b"0000002a-01", b"0000002A-1", b"0000002a+1", b"0000002a-1x", b"0000002a-12345678901", b"2a-1"] {
+            assert_eq!(parse_generated(bad, 0x2a), None, "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse_generated(b"0000002a-0", 0x2a), Some(0));
+        assert_eq!(parse_generated(b"0000002a-4294967294", 0x2a), Some(4_294_967_294));
+    }
+
+    #[test]
+    fn clock_does_not_matter_to_a_sold_out_sale_without_window_or_holds() {
+        let mut timeless = Sale::new(config(2, 2, 0));
+        reserve(&mut timeless, b"a", 2, None, 5).unwrap();
+        let mut windowed = Sale::new(SaleConfig { start_ms: 10, end_ms: 20, ..config(2, 2, 0) });
+        reserve(&mut windowed, b"a", 2, None, 15).unwrap();
+        let mut holding = Sale::new(config(2, 2, 100));
+        reserve(&mut holding, b"a", 2, None, 5).unwrap();
+        assert!(!timeless.clock_matters(1));
+        assert!(windowed.clock_matters(1) && holding.clock_matters(1) && Sale::new(config(2, 2, 0)).clock_matters(1));
+        for now in [0, 1, 5, 1_000_000, u64::MAX - 1] {
+            for user in [&b"a"[..], b"b"] {
+                assert_eq!(timeless.decide_reserve(user, 1, None, now), timeless.decide_reserve(user, 1, None, 0), "{now}");
+            }
+        }
     }
 
     #[test]
