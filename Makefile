@@ -112,7 +112,7 @@ redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE
 # Not part of `make test`: figures, not assertions. Starts its own
 # redis-server on a free port, writes bench/REPORT.md and bench/chart.svg.
 bench: build py-deps
-	$(PY) bench/bench.py
+	$(PY) bench/bench.py $(BENCH_ARGS)
 
 # Not part of `make test`: coverage-guided fuzzing of the RDB decoder and the
 # argument / effect parsers (cargo fuzz, libFuzzer), FUZZ_SECONDS per target.

@@ -1,6 +1,6 @@
 //! redis-seckill: flash-sale inventory as native Redis commands.
 //!
-//! The sale's rules live in plain Rust (`sale`, `buckets`, `reservation`,
+//! The sale's rules live in plain Rust (`sale`, `buckets`, `reservation`, `digits`,
 //! `reconcile`, `effect`, `encoding`, `args`); the module layer (`commands`,
 //! `commit`, `datatype`, `expiry`, `stats`, `reply`, `rawapi`) is a thin
 //! shell around them.
