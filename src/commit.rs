@@ -40,7 +40,7 @@ struct Carried<'a> {
     nums: crate::effect::Digits,
 }
 
-/// What `publish` propagates: an effect, or the record a RESERVE accepted,
+/// What `publish_change` propagates: an effect, or the record a RESERVE accepted,
 /// which the hot path publishes as it is, without building an `Effect`.
 #[derive(Clone, Copy)]
 enum Change<'e> {

@@ -1,6 +1,6 @@
 //! One sale: its rules, its stock, its buyers and its reservations.
 //!
-//! Plain Rust, no FFI. The master decides (`decide_reserve`, `due_holds`,
+//! Plain Rust, no FFI. The master decides (`accept_reserve`, `due_holds`,
 //! `plan_retake`, `plan_adopt`) with its clock; every change is then made by
 //! a method that takes the decision with all ids, buckets and timestamps
 //! explicit, so the very same call replays on a replica or from the AOF.
