@@ -95,25 +95,24 @@ impl Committer<'_> {
     /// Applies `effect` and propagates it. A refused effect changes nothing
     /// and propagates nothing.
     pub fn commit(&self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
-        let had_holds = sale.next_deadline().is_some();
-        if let Err(e) = effect.apply(sale) {
-            stats::EFFECTS_REFUSED.add(1);
-            return Err(e);
-        }
-        self.publish(sale, effect, had_holds);
-        Ok(())
+        self.apply_and_publish(sale, Change::Effect(effect), |sale| effect.apply(sale))
     }
 
     /// Applies a RESERVE the sale accepted and propagates it: the same
     /// `add_record` a replayed PENDING effect runs, with no `Effect` built.
     /// `user` is the accepted user as the command passed it.
     pub fn commit_reserve(&self, sale: &mut Sale, accepted: &Accepted, user: Arg) -> Result<(), EffectError> {
+        let rec = accepted.as_new();
+        self.apply_and_publish(sale, Change::Reserved(rec, user), |sale| sale.add_record(rec))
+    }
+
+    fn apply_and_publish(&self, sale: &mut Sale, change: Change, apply: impl FnOnce(&mut Sale) -> Result<(), EffectError>) -> Result<(), EffectError> {
         let had_holds = sale.next_deadline().is_some();
-        if let Err(e) = sale.add_record(accepted.as_new()) {
+        if let Err(e) = apply(sale) {
             stats::EFFECTS_REFUSED.add(1);
             return Err(e);
         }
-        self.publish_change(sale, Change::Reserved(accepted.as_new(), user), had_holds);
+        self.publish_change(sale, change, had_holds);
         Ok(())
     }
 
