@@ -114,6 +114,32 @@ impl<'a> Options<'a> {
     }
 }
 
+/// How a report (INFO, GET, RECONCILE) is sent: RESP fields, or one JSON
+/// string for clients whose map decoders cannot hold nested arrays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Resp,
+    Json,
+}
+
+fn format_value(raw: &[u8]) -> ArgResult<Format> {
+    if raw.eq_ignore_ascii_case(b"JSON") {
+        Ok(Format::Json)
+    } else {
+        err("ERR FORMAT must be JSON")
+    }
+}
+
+/// A trailing `FORMAT JSON` (INFO and GET): the arguments before it, and the
+/// format.
+pub fn split_format<'a, 'b>(args: &'b [&'a [u8]]) -> ArgResult<(&'b [&'a [u8]], Format)> {
+    match args {
+        [rest @ .., word, value] if word.eq_ignore_ascii_case(b"FORMAT") => Ok((rest, format_value(value)?)),
+        _ => Ok((args, Format::Resp)),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitArgs {
     /// The sale's rules; `tag` is left 0 for the master to draw.
@@ -257,9 +283,11 @@ pub struct ReconcileArgs<'a> {
     pub expire: bool,
     pub orders: Option<Vec<Order<'a>>>,
     pub apply: bool,
+    pub format: Format,
 }
 
-/// `SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]`.
+/// `SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]
+/// [FORMAT JSON]`.
 pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>> {
     let mut out = ReconcileArgs::default();
     let mut o = Options::new(args);
@@ -272,6 +300,10 @@ pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>>
             Some("APPLY") => {
                 o.once("APPLY")?;
                 out.apply = true;
+            }
+            Some("FORMAT") => {
+                o.once("FORMAT")?;
+                out.format = format_value(o.value("FORMAT")?)?;
             }
             Some("ORDERS") => {
                 let count = o.number("ORDERS", 1, u64::MAX)?;
@@ -455,6 +487,12 @@ mod tests {
         assert!(msg(parse_reconcile(&[b"APPLY"])).contains("ORDERS"));
         assert!(msg(parse_reconcile(&[b"ORDERS", b"2", b"r1", b"u1", b"2"])).contains("ORDERS"));
         assert_eq!(parse_rid(&[]), Err(ArgError::Arity));
+        assert_eq!(parse_reconcile(&[b"FORMAT", b"json"]).unwrap().format, Format::Json);
+        assert!(msg(parse_reconcile(&[b"FORMAT", b"xml"])).contains("FORMAT"));
+        let args: [&[u8]; 3] = [b"r1", b"format", b"JSON"];
+        assert_eq!(split_format(&args), Ok((&args[..1], Format::Json)));
+        assert_eq!(split_format(&args[..1]), Ok((&args[..1], Format::Resp)));
+        assert!(msg(split_format(&[b"r1", b"FORMAT", b"csv"])).contains("FORMAT"));
     }
 
     #[test]

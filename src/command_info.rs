@@ -24,8 +24,8 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr); 10] = [
     (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation."),
     (c"seckill.confirm", 3, Keys::Sale { write: true }, c"Confirm a pending reservation."),
     (c"seckill.reconcile", -2, Keys::Sale { write: true }, c"Compare the sale with the order ledger; EXPIRE or APPLY fix it."),
-    (c"seckill.info", 2, Keys::Sale { write: false }, c"Report on a sale."),
-    (c"seckill.get", 3, Keys::Sale { write: false }, c"Show one reservation."),
+    (c"seckill.info", -2, Keys::Sale { write: false }, c"Report on a sale."),
+    (c"seckill.get", -3, Keys::Sale { write: false }, c"Show one reservation."),
     (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect."),
     // The peer is a key name but not a key of this call: it usually lives
     // on another node, and the command never opens it.

@@ -332,56 +332,40 @@ fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
         return Err(internal(e));
     }
     c.notify_stock_edge(before, sale.remaining());
-    let mut fields = Reply::report_fields(&Report::of(sale));
+    let mut doc = Report::of(sale).doc();
     if let Some(o) = orders {
-        let count = |v: &Vec<Box<[u8]>>| Reply::Int(v.len() as u64);
-        fields.extend([
-            ("orders_ok", Reply::Int(o.ok)),
-            ("orders_pending", count(&o.pending)),
-            ("orders_released", count(&o.released)),
-            ("orders_unknown", count(&o.unknown)),
-            ("orders_conflict", count(&o.conflict)),
-            ("orders_pending_ids", Reply::ids(&o.pending)),
-            ("orders_released_ids", Reply::ids(&o.released)),
-            ("orders_unknown_ids", Reply::ids(&o.unknown)),
-            ("orders_conflict_ids", Reply::ids(&o.conflict)),
-        ]);
+        o.extend(&mut doc);
     }
-    Reply::Map(fields).done(ctx)
+    Reply::doc(doc, a.format).done(ctx)
 }
 
-/// SECKILL.INFO key
+/// SECKILL.INFO key [FORMAT JSON]
 fn info(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() != 2 {
+    let (rest, format) = args::split_format(argv)?;
+    if rest.len() != 2 {
         return Err(RedisError::WrongArity);
     }
     let key = ctx.open_key(name);
     match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
         None => Reply::Null.done(ctx),
-        Some(sale) => Reply::Map(Reply::report_fields(&Report::of(sale))).done(ctx),
+        Some(sale) => Reply::doc(Report::of(sale).doc(), format).done(ctx),
     }
 }
 
-/// SECKILL.GET key reservation-id
+/// SECKILL.GET key reservation-id [FORMAT JSON]
 fn get(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() != 3 {
+    let (rest, format) = args::split_format(argv)?;
+    if rest.len() != 3 {
         return Err(RedisError::WrongArity);
     }
-    let rid = args::parse_rid(&argv[2..])?;
+    let rid = args::parse_rid(&rest[2..])?;
     let key = ctx.open_key(name);
     let Some(rec) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.and_then(|s| s.get(rid)) else {
         return Reply::Null.done(ctx);
     };
-    Reply::Map(vec![
-        ("user", Reply::id(rec.user())),
-        ("qty", Reply::Int(rec.qty())),
-        ("state", Reply::Bulk(rec.state().word().as_bytes().to_vec())),
-        ("created_ms", Reply::Int(rec.created_ms())),
-        ("deadline_ms", Reply::Int(rec.deadline_ms())),
-    ])
-    .done(ctx)
+    Reply::doc(crate::report::reservation_doc(&rec), format).done(ctx)
 }
 
 /// SECKILL.EFFECT key op args... (internal): applies a replicated effect.

@@ -7,7 +7,8 @@ use std::os::raw::{c_char, c_long};
 
 use redis_module::{raw, Context, RedisResult, RedisValue};
 
-use crate::report::Report;
+use crate::args::Format;
+use crate::report::{Doc, Value};
 
 pub enum Reply {
     Null,
@@ -78,38 +79,21 @@ impl Reply {
         Ok(RedisValue::NoReply)
     }
 
-    pub fn id(id: &[u8]) -> Reply {
-        Reply::Bulk(id.to_vec())
-    }
-
-    pub fn ids(ids: &[Box<[u8]>]) -> Reply {
-        Reply::Array(ids.iter().map(|id| Reply::id(id)).collect())
-    }
-
-    pub fn report_fields(r: &Report) -> Vec<(&'static str, Reply)> {
-        let mut fields = vec![
-            ("total", Reply::Int(r.total)),
-            ("remaining", Reply::Int(r.remaining)),
-            ("pending", Reply::Int(r.pending)),
-            ("confirmed", Reply::Int(r.confirmed)),
-            ("released", Reply::Int(r.released)),
-            ("expired", Reply::Int(r.expired)),
-            ("buyers", Reply::Int(r.buyers)),
-            ("reservations", Reply::Int(r.reservations)),
-            ("shards", Reply::Array(r.shards.iter().map(|&n| Reply::Int(n)).collect())),
-            ("invariant", Reply::Simple(if r.invariant_ok { c"ok" } else { c"broken" })),
-        ];
-        if let Some(t) = &r.transfers {
-            let peer = |(p, s, r): &(Box<[u8]>, u64, u64)| Reply::Array(vec![Reply::id(p), Reply::Int(*s), Reply::Int(*r)]);
-            if let Some(round) = &t.round {
-                fields.push(("round", Reply::id(round)));
-            }
-            fields.extend([
-                ("sent", Reply::Int(t.sent)),
-                ("received", Reply::Int(t.received)),
-                ("peers", Reply::Array(t.peers.iter().map(peer).collect())),
-            ]);
+    /// A reply document as a RESP map (field/value pairs under RESP2), or
+    /// with `FORMAT JSON` as one JSON string.
+    pub fn doc(doc: Doc, format: Format) -> Reply {
+        match format {
+            Format::Resp => Reply::Map(doc.0.into_iter().map(|(name, v)| (name, Reply::value(v))).collect()),
+            Format::Json => Reply::Bulk(doc.to_json()),
         }
-        fields
+    }
+
+    fn value(v: Value) -> Reply {
+        match v {
+            Value::Int(n) => Reply::Int(n),
+            Value::Text(b) => Reply::Bulk(b.into_vec()),
+            Value::Word(w) => Reply::Simple(w),
+            Value::List(items) => Reply::Array(items.into_iter().map(Reply::value).collect()),
+        }
     }
 }

@@ -1,6 +1,10 @@
 //! The report INFO and RECONCILE answer with: a plain value, turned into a
 //! reply by the module layer.
 
+use std::ffi::CStr;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
 use crate::sale::Sale;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,5 +73,145 @@ impl Report {
             invariant_ok: sale.invariant_holds(),
             transfers: TransferReport::of(sale),
         }
+    }
+}
+
+/// One field's value in a reply document: the same tree becomes the RESP
+/// reply (a map, or field/value pairs under RESP2) and, with `FORMAT JSON`,
+/// one JSON string, so the two forms cannot drift apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    Int(u64),
+    /// A user id, reservation id, peer or word sent as a bulk string.
+    Text(Box<[u8]>),
+    /// A status word (a simple string in RESP).
+    Word(&'static CStr),
+    List(Vec<Value>),
+}
+
+/// A reply document: named fields in the SPEC's order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Doc(pub Vec<(&'static str, Value)>);
+
+impl Doc {
+    fn ids(ids: &[Box<[u8]>]) -> Value {
+        Value::List(ids.iter().map(|id| Value::Text(id.clone())).collect())
+    }
+}
+
+impl Report {
+    /// The report as INFO and RECONCILE send it.
+    pub fn doc(&self) -> Doc {
+        let mut fields = vec![
+            ("total", Value::Int(self.total)),
+            ("remaining", Value::Int(self.remaining)),
+            ("pending", Value::Int(self.pending)),
+            ("confirmed", Value::Int(self.confirmed)),
+            ("released", Value::Int(self.released)),
+            ("expired", Value::Int(self.expired)),
+            ("buyers", Value::Int(self.buyers)),
+            ("reservations", Value::Int(self.reservations)),
+            ("shards", Value::List(self.shards.iter().map(|&n| Value::Int(n)).collect())),
+            ("invariant", Value::Word(if self.invariant_ok { c"ok" } else { c"broken" })),
+        ];
+        if let Some(t) = &self.transfers {
+            if let Some(round) = &t.round {
+                fields.push(("round", Value::Text(round.clone())));
+            }
+            let peer = |(p, s, r): &(Box<[u8]>, u64, u64)| Value::List(vec![Value::Text(p.clone()), Value::Int(*s), Value::Int(*r)]);
+            fields.extend([
+                ("sent", Value::Int(t.sent)),
+                ("received", Value::Int(t.received)),
+                ("peers", Value::List(t.peers.iter().map(peer).collect())),
+            ]);
+        }
+        Doc(fields)
+    }
+}
+
+impl crate::reconcile::OrdersReport {
+    /// RECONCILE's order classes, after the report's fields.
+    pub fn extend(&self, doc: &mut Doc) {
+        let count = |v: &Vec<Box<[u8]>>| Value::Int(v.len() as u64);
+        doc.0.extend([
+            ("orders_ok", Value::Int(self.ok)),
+            ("orders_pending", count(&self.pending)),
+            ("orders_released", count(&self.released)),
+            ("orders_unknown", count(&self.unknown)),
+            ("orders_conflict", count(&self.conflict)),
+            ("orders_pending_ids", Doc::ids(&self.pending)),
+            ("orders_released_ids", Doc::ids(&self.released)),
+            ("orders_unknown_ids", Doc::ids(&self.unknown)),
+            ("orders_conflict_ids", Doc::ids(&self.conflict)),
+        ]);
+    }
+}
+
+/// GET's reply: one reservation.
+pub fn reservation_doc(rec: &crate::sale::RecordView) -> Doc {
+    Doc(vec![
+        ("user", Value::Text(rec.user().into())),
+        ("qty", Value::Int(rec.qty())),
+        ("state", Value::Text(rec.state().word().as_bytes().into())),
+        ("created_ms", Value::Int(rec.created_ms())),
+        ("deadline_ms", Value::Int(rec.deadline_ms())),
+    ])
+}
+
+/// JSON: numbers as numbers, ids and words as strings (bytes that are not
+/// UTF-8 become U+FFFD: clients with binary ids read the RESP form).
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Int(n) => s.serialize_u64(*n),
+            Value::Text(b) => s.serialize_str(&String::from_utf8_lossy(b)),
+            Value::Word(w) => s.serialize_str(&w.to_string_lossy()),
+            Value::List(items) => s.collect_seq(items),
+        }
+    }
+}
+
+/// A JSON object with the fields in the SPEC's order.
+impl Serialize for Doc {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl Doc {
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing these types cannot fail: no maps with non-string keys,
+        // no floats.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sale::{Sale, SaleConfig, OPEN_END};
+
+    #[test]
+    fn json_keeps_the_fields_their_order_and_numbers() {
+        let mut s = Sale::new(SaleConfig { total: 10, shards: 2, limit: 3, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 1, split: None });
+        let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&Report::of(&s).doc().to_json()).unwrap();
+        assert_eq!(json["remaining"], 8);
+        assert_eq!(json["shards"], serde_json::json!(s.buckets().remaining()));
+        assert_eq!(json["shards"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum::<u64>(), 8);
+        assert_eq!(json["invariant"], "ok");
+        let text = String::from_utf8(Report::of(&s).doc().to_json()).unwrap();
+        assert!(text.starts_with(r#"{"total":10,"remaining":8,"pending":2,"#), "{text}");
+        let get: serde_json::Value = serde_json::from_slice(&reservation_doc(&s.get(b"o1").unwrap()).to_json()).unwrap();
+        assert_eq!(get, serde_json::json!({"user": "user-ü", "qty": 2, "state": "pending", "created_ms": 5, "deadline_ms": 0}));
+        let mut doc = Report::of(&s).doc();
+        crate::reconcile::OrdersReport { ok: 1, pending: vec![b"p".to_vec().into()], ..Default::default() }.extend(&mut doc);
+        let json: serde_json::Value = serde_json::from_slice(&doc.to_json()).unwrap();
+        assert_eq!((json["orders_ok"].clone(), json["orders_pending_ids"].clone()), (serde_json::json!(1), serde_json::json!(["p"])));
     }
 }

@@ -961,3 +961,45 @@ def test_effect_command_refuses_what_does_not_fit():
     env.assertEqual(digest(c), d)
     env.assertEqual(c.execute_command('EXISTS', 'nokey'), 0)
     check_invariant(env, c, 's')
+
+
+def test_format_json_matches_the_resp_form():
+    """INFO, GET and RECONCILE with FORMAT JSON: the same report as one JSON
+    string, numbers as numbers, field by field equal to the RESP form (RESP2
+    pairs and the RESP3 map), nested arrays included."""
+    import json
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    key, part = 'sale:{json}', 'sale:{json.p0}'
+    c.execute_command('SECKILL.INIT', key, 10, 'SHARDS', 3, 'LIMIT', 4, 'HOLD', 60000)
+    reserve(c, key, 'alice', 'QTY', 2, 'REQID', 'o1')
+    reserve(c, key, 'bob', 'REQID', 'o2')
+    c.execute_command('SECKILL.CONFIRM', key, 'o1')
+    c.execute_command('SECKILL.INIT', part, 5, 'SPLIT', 'r7', 2, 'sale:{json.pool}', 'sale:{json.p1}')
+    for k in (key, part):
+        as_json = json.loads(c.execute_command('SECKILL.INFO', k, 'FORMAT', 'JSON'))
+        env.assertEqual(list(as_json.items()), list(info(c, k).items()), message=k)
+    env.assertEqual(json.loads(c.execute_command('SECKILL.INFO', part, 'format', 'json'))['peers'],
+                    [['sale:{json.p1}', 0, 0], ['sale:{json.pool}', 0, 0]])
+    env.assertEqual(json.loads(c.execute_command('SECKILL.GET', key, 'o2', 'FORMAT', 'JSON')), get(c, key, 'o2'))
+    rows = ['ORDERS', 3, 'o1', 'alice', 2, 'o2', 'bob', 1, 'o9', 'carol', 1]
+    as_json = json.loads(c.execute_command('SECKILL.RECONCILE', key, *rows, 'FORMAT', 'JSON'))
+    env.assertEqual(list(as_json.items()), list(reconcile(c, key, *rows).items()))
+    env.assertEqual((as_json['orders_ok'], as_json['orders_pending_ids'], as_json['orders_unknown_ids']),
+                    (1, ['o2'], ['o9']))
+    # RESP3: the map and the JSON agree too.
+    host, port, path = conn_address(c)
+    kw = dict(decode_responses=True, protocol=3)
+    r3 = redis.Redis(unix_socket_path=path, **kw) if path else redis.Redis(host=host, port=port, **kw)
+    try:
+        env.assertEqual(json.loads(r3.execute_command('SECKILL.INFO', key, 'FORMAT', 'JSON')),
+                        r3.execute_command('SECKILL.INFO', key))
+    finally:
+        r3.close()
+    # Missing key and reservation: nil, as without FORMAT.
+    env.assertIsNone(c.execute_command('SECKILL.INFO', 'sale:{none}', 'FORMAT', 'JSON'))
+    env.assertIsNone(c.execute_command('SECKILL.GET', key, 'nope', 'FORMAT', 'JSON'))
+    env.expect('SECKILL.INFO', key, 'FORMAT', 'XML').error().contains('FORMAT must be JSON')
+    env.expect('SECKILL.INFO', key, 'FORMAT').error().contains('wrong number of arguments')
+    env.expect('SECKILL.GET', key, 'o2', 'FORMAT', 'JSON', 'x').error().contains('wrong number of arguments')
+    env.expect('SECKILL.RECONCILE', key, 'FORMAT', 'JSON', 'FORMAT', 'JSON').error().contains('twice')
