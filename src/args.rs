@@ -3,7 +3,7 @@
 //! checked here, before a command touches its key.
 
 use crate::reservation::valid_id;
-use crate::sale::{SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL, OPEN_END};
+use crate::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 use crate::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
@@ -127,13 +127,39 @@ pub const MAX_TTL_S: u64 = 10 * 365 * 24 * 3600;
 /// Milliseconds up to year 9999 are accepted as times.
 pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 
+/// A split sale's round and declared peers (INIT's `SPLIT round n peer...`,
+/// and the INIT effect's): the round 1 to `MAX_ROUND` bytes, each peer a
+/// key name other than `key`, no peer twice. Stored sorted.
+pub fn split_config(key: Option<&[u8]>, round: &[u8], peers: &[&[u8]]) -> ArgResult<SplitConfig> {
+    if round.is_empty() || round.len() > MAX_ROUND {
+        return err(format!("ERR SPLIT round must be 1 to {MAX_ROUND} bytes"));
+    }
+    if peers.is_empty() || peers.len() > MAX_PEERS {
+        return err(format!("ERR SPLIT takes 1 to {MAX_PEERS} peers"));
+    }
+    let mut sorted = Vec::with_capacity(peers.len());
+    for &p in peers {
+        let p = parse_id("SPLIT peer", p)?;
+        if key == Some(p) {
+            return err("ERR SPLIT peer must differ from the key: a key cannot send to itself");
+        }
+        sorted.push(Box::<[u8]>::from(p));
+    }
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return err("ERR SPLIT names a peer twice");
+    }
+    Ok(SplitConfig { round: round.into(), peers: sorted.into() })
+}
+
 /// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
-/// [TTL s] [STREAM skey [MAXLEN n]] [REPLACE]`; `args` starts after the key.
+/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE]`;
+/// `args` starts after the key.
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let total = parse_u64("TOTAL", total, 0, MAX_TOTAL)?;
     let mut sale =
-        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0 };
+        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None };
     let (mut ttl_s, mut replace) = (None, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
@@ -148,7 +174,15 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
                 o.once("STREAM")?;
                 let skey = o.value("STREAM")?;
                 let maxlen = if o.peek_is("MAXLEN") { Some(o.number("MAXLEN", 1, i64::MAX as u64)?) } else { None };
-                sale.stream = Some(StreamConfig { key: skey.into(), maxlen });
+                sale.stream = Some(StreamConfig { key: skey.into(), maxlen, owner: key.into() });
+            }
+            Some("SPLIT") => {
+                o.once("SPLIT")?;
+                let round = o.value("SPLIT")?;
+                let n = parse_u64("SPLIT peer count", o.value("SPLIT")?, 1, MAX_PEERS as u64)? as usize;
+                let peers = o.args.get(o.pos..o.pos + n).ok_or_else(|| ArgError::Msg("ERR SPLIT peer count is more than the peers given".into()))?;
+                o.pos += n;
+                sale.split = Some(split_config(Some(key), round, peers)?);
             }
             Some("REPLACE") => {
                 o.once("REPLACE")?;
@@ -272,6 +306,18 @@ pub struct SendArgs<'a> {
     pub qty: u64,
     pub min: u64,
     pub tid: &'a [u8],
+    pub round: &'a [u8],
+}
+
+fn parse_round(raw: &[u8]) -> ArgResult<&[u8]> {
+    if raw.is_empty() || raw.len() > MAX_ROUND {
+        return err(format!("ERR ROUND must be 1 to {MAX_ROUND} bytes"));
+    }
+    Ok(raw)
+}
+
+fn round_required<T>() -> ArgResult<T> {
+    err("ERR ROUND is required: the split sale's round, so a transfer from another round changes nothing")
 }
 
 /// A peer key: an id-like name (1 to 256 bytes) other than the key itself.
@@ -283,14 +329,15 @@ fn parse_peer<'a>(key: &[u8], peer: &'a [u8]) -> ArgResult<&'a [u8]> {
     Ok(peer)
 }
 
-/// `SECKILL.SEND key peer qty [MIN m] TID tid`; `args` starts after the key.
+/// `SECKILL.SEND key peer qty [MIN m] TID tid ROUND round`; `args` starts
+/// after the key.
 pub fn parse_send<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<SendArgs<'a>> {
     let [peer, qty, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
     let peer = parse_peer(key, peer)?;
     let qty = parse_u64("qty", qty, 1, MAX_TOTAL)?;
-    let (mut min, mut tid) = (1, None);
+    let (mut min, mut tid, mut round) = (1, None, None);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
         match option_word(word).as_deref() {
@@ -299,20 +346,41 @@ pub fn parse_send<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<SendArgs<'a
                 o.once("TID")?;
                 tid = Some(parse_id("TID", o.value("TID")?)?);
             }
+            Some("ROUND") => {
+                o.once("ROUND")?;
+                round = Some(parse_round(o.value("ROUND")?)?);
+            }
             _ => return unknown_option(word),
         }
     }
     let tid = tid.ok_or_else(|| ArgError::Msg("ERR TID is required: it makes a retried SEND take nothing more".into()))?;
-    Ok(SendArgs { peer, qty, min, tid })
+    let Some(round) = round else { return round_required() };
+    Ok(SendArgs { peer, qty, min, tid, round })
 }
 
-/// `SECKILL.RECV key peer sent_total`; `args` starts after the key. Any
-/// 64-bit total parses; the sale refuses one it cannot hold.
-pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<(&'a [u8], u64)> {
-    let [peer, total] = args else {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecvArgs<'a> {
+    pub peer: &'a [u8],
+    pub sent_total: u64,
+    pub round: &'a [u8],
+}
+
+/// `SECKILL.RECV key peer sent_total ROUND round`; `args` starts after the
+/// key. Any 64-bit total parses; the sale refuses one it cannot hold.
+pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<RecvArgs<'a>> {
+    let [peer, total, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
-    Ok((parse_peer(key, peer)?, parse_u64("sent_total", total, 0, u64::MAX)?))
+    let peer = parse_peer(key, peer)?;
+    let sent_total = parse_u64("sent_total", total, 0, u64::MAX)?;
+    let round = match rest {
+        [word, round] if word.eq_ignore_ascii_case(b"ROUND") => parse_round(round)?,
+        [] => return round_required(),
+        [_] => return Err(ArgError::Arity),
+        [word, ..] if !word.eq_ignore_ascii_case(b"ROUND") => return unknown_option(word),
+        _ => return Err(ArgError::Arity),
+    };
+    Ok(RecvArgs { peer, sent_total, round })
 }
 
 #[cfg(test)]
@@ -348,7 +416,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!((a.sale.shards, a.sale.limit, a.sale.hold_ms, a.replace), (4, 2, 500, true));
-        assert_eq!(a.sale.stream.unwrap().maxlen, Some(100));
+        let stream = a.sale.stream.unwrap();
+        assert_eq!((stream.maxlen, &*stream.owner), (Some(100), &b"s:{1}"[..]));
+        let a = parse_init(b"k", &[b"10", b"SPLIT", b"r1", b"3", b"p2", b"p0", b"p1", b"REPLACE"]).unwrap();
+        let split = a.sale.split.unwrap();
+        assert_eq!((&*split.round, split.peers.len(), &*split.peers[0]), (&b"r1"[..], 3, &b"p0"[..]));
+        assert!(split.declares(b"p2") && !split.declares(b"p3") && a.replace);
     }
 
     #[test]
@@ -362,6 +435,12 @@ mod tests {
         assert!(msg(parse_init(b"a", &[b"10", b"STREAM", b"b"])).contains("slot"));
         assert!(msg(parse_init(b"a", &[b"10", b"STREAM", b"a"])).contains("differ"));
         assert!(msg(parse_init(b"k", &[b"1000000000000001"])).contains("TOTAL"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"2", b"a"])).contains("more than the peers"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"0"])).contains("SPLIT peer count"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"1", b"k"])).contains("differ"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"2", b"a", b"a"])).contains("twice"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"", b"1", b"a"])).contains("round"));
+        assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"1025"])).contains("SPLIT peer count"));
     }
 
     #[test]
@@ -380,9 +459,13 @@ mod tests {
 
     #[test]
     fn send_and_recv() {
-        let a = parse_send(b"k", &[b"p", b"5", b"min", b"2", b"TID", b"t1"]).unwrap();
-        assert_eq!(a, SendArgs { peer: b"p", qty: 5, min: 2, tid: b"t1" });
-        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t"]).unwrap().min, 1);
+        let a = parse_send(b"k", &[b"p", b"5", b"min", b"2", b"TID", b"t1", b"ROUND", b"r"]).unwrap();
+        assert_eq!(a, SendArgs { peer: b"p", qty: 5, min: 2, tid: b"t1", round: b"r" });
+        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"round", b"r"]).unwrap().min, 1);
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t"])).contains("ROUND is required"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b""])).contains("ROUND"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", &[b'r'; 65]])).contains("ROUND"));
+        assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b"r", b"ROUND", b"r"])).contains("twice"));
         assert_eq!(parse_send(b"k", &[b"p"]), Err(ArgError::Arity));
         assert!(msg(parse_send(b"k", &[b"k", b"5", b"TID", b"t"])).contains("peer"));
         assert!(msg(parse_send(b"k", &[b"", b"5", b"TID", b"t"])).contains("peer"));
@@ -396,10 +479,15 @@ mod tests {
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"MIN", b"1", b"MIN", b"1", b"TID", b"t"])).contains("twice"));
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"TID", b"t"])).contains("twice"));
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"NOPE", b"TID", b"t"])).contains("NOPE"));
-        assert_eq!(parse_recv(b"k", &[b"p", b"18446744073709551615"]), Ok((&b"p"[..], u64::MAX)));
-        assert!(msg(parse_recv(b"k", &[b"p", b"18446744073709551616"])).contains("sent_total"));
-        assert!(msg(parse_recv(b"k", &[b"p", b"x"])).contains("sent_total"));
-        assert!(msg(parse_recv(b"k", &[b"k", b"1"])).contains("peer"));
-        assert_eq!(parse_recv(b"k", &[b"p"]), Err(ArgError::Arity));
+        let r = |args: &[&[u8]]| parse_recv(b"k", args).map(|a| (a.peer.to_vec(), a.sent_total, a.round.to_vec()));
+        assert_eq!(r(&[b"p", b"18446744073709551615", b"ROUND", b"r1"]), Ok((b"p".to_vec(), u64::MAX, b"r1".to_vec())));
+        assert!(msg(r(&[b"p", b"18446744073709551616", b"ROUND", b"r"])).contains("sent_total"));
+        assert!(msg(r(&[b"p", b"x", b"ROUND", b"r"])).contains("sent_total"));
+        assert!(msg(r(&[b"k", b"1", b"ROUND", b"r"])).contains("peer"));
+        assert!(msg(r(&[b"p", b"1"])).contains("ROUND is required"));
+        assert!(msg(r(&[b"p", b"1", b"NOPE", b"r"])).contains("NOPE"));
+        assert_eq!(r(&[b"p", b"1", b"2"]), Err(ArgError::Arity));
+        assert_eq!(r(&[b"p", b"1", b"ROUND"]), Err(ArgError::Arity));
+        assert_eq!(r(&[b"p"]), Err(ArgError::Arity));
     }
 }

@@ -30,7 +30,7 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr); 10] = [
     // The peer is a key name but not a key of this call: it usually lives
     // on another node, and the command never opens it.
     (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale."),
-    (c"seckill.recv", 4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total."),
+    (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total."),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {

@@ -22,6 +22,7 @@ use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
 use crate::rawapi;
 use crate::stats;
 use crate::stream::StreamKey;
+use crate::sale::TransferRefusal;
 use crate::transfers::SendDecision;
 
 /// One call's arguments: the key name (every command has one), the bytes
@@ -133,8 +134,8 @@ fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, Redis
 
 /// The sale's stream, checked as `check_stream` does and opened for the
 /// command's appends; TRYAGAIN while a slot migration has moved it away.
-fn sale_stream(ctx: &Context, sale: &Sale) -> Result<Option<StreamKey>, RedisError> {
-    let key = crate::stream::open_for_sale(ctx, sale).map_err(RedisError::Str)?;
+fn sale_stream(ctx: &Context, name: &RedisString, sale: &Sale) -> Result<Option<StreamKey>, RedisError> {
+    let key = crate::stream::open_for_sale(ctx, name.as_slice(), sale).map_err(RedisError::Str)?;
     if let Some(key) = &key {
         check_acl(ctx, key)?;
     }
@@ -193,7 +194,7 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
     if a.qty > sale.config().limit {
         return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
     }
-    let stream = sale_stream(ctx, sale)?;
+    let stream = sale_stream(ctx, name, sale)?;
     // A sold-out sale without window or holds answers without the clock.
     let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
     let before = sale.remaining();
@@ -243,7 +244,7 @@ fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> 
     let now = now_ms();
     let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending)
         || sale.next_deadline().is_some_and(|d| d <= now);
-    let stream = if appends { sale_stream(ctx, sale)? } else { None };
+    let stream = if appends { sale_stream(ctx, name, sale)? } else { None };
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);
@@ -300,7 +301,7 @@ fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
         // Not flagged deny-oom, so a report still works under memory pressure.
         return Err(RedisError::Str("OOM command not allowed when used memory > 'maxmemory'."));
     }
-    let stream = if a.apply || a.expire { sale_stream(ctx, sale)? } else { None };
+    let stream = if a.apply || a.expire { sale_stream(ctx, name, sale)? } else { None };
     stats::RECONCILED.add(1);
     let now = now_ms();
     let before = sale.remaining();
@@ -402,7 +403,13 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
         return Err(RedisError::WrongArity);
     }
     let (effect_args, tail) = crate::effect::split_stream_tail(&argv[2..])?;
-    let effect = Effect::parse(effect_args)?;
+    let mut effect = Effect::parse(effect_args)?;
+    if let Effect::Init(config) = &mut effect {
+        // An INIT effect from before stream owners: the stream is this key's.
+        if let Some(stream) = config.stream.as_mut().filter(|s| s.owner.is_empty()) {
+            stream.owner = name.as_slice().into();
+        }
+    }
     let key = ctx.open_key_writable(name);
     let c = Committer { ctx, key: name, origin: Origin::Replayed, stream: None };
     let existing = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?;
@@ -446,9 +453,9 @@ fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::reservation::R
 
 /// The sale's stream when the call releases due holds (their releases are
 /// appended); transfers themselves write no stream entry.
-fn due_stream(ctx: &Context, sale: &Sale, now: u64) -> Result<Option<StreamKey>, RedisError> {
+fn due_stream(ctx: &Context, name: &RedisString, sale: &Sale, now: u64) -> Result<Option<StreamKey>, RedisError> {
     if sale.next_deadline().is_some_and(|d| d <= now) {
-        sale_stream(ctx, sale)
+        sale_stream(ctx, name, sale)
     } else {
         Ok(None)
     }
@@ -458,9 +465,25 @@ fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
     Reply::Array(vec![Reply::Int(a), Reply::Int(b), Reply::Int(c)]).done(ctx)
 }
 
-/// SECKILL.SEND key peer qty [MIN m] TID tid -> [taken, sent_total, remaining]
-/// (nil when the key does not exist). Works outside the sale's window: it
-/// moves stock between the keys of one sale, it sells nothing.
+/// Only a part of a split sale moves stock, only with a peer it declared
+/// and only in its own round: checked before anything changes.
+fn check_transfer(sale: &Sale, peer: &[u8], round: &[u8]) -> Result<(), RedisError> {
+    sale.check_transfer(peer, round).map_err(|refusal| {
+        stats::TRANSFERS_REFUSED.add(1);
+        RedisError::Str(match refusal {
+            TransferRefusal::NotSplit => "ERR the sale is not a part of a split sale (INIT ... SPLIT)",
+            TransferRefusal::StaleRound => {
+                "STALEROUND the key is in another round of its split sale (an INIT ... REPLACE started it): reload the layout"
+            }
+            TransferRefusal::UnknownPeer => "ERR the peer is not one of this part's declared peers",
+        })
+    })
+}
+
+/// SECKILL.SEND key peer qty [MIN m] TID tid ROUND round -> [taken,
+/// sent_total, remaining] (nil when the key does not exist). Works outside
+/// the sale's window: it moves stock between the keys of one sale, it
+/// sells nothing.
 fn send(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
     if argv.len() < 4 {
@@ -471,8 +494,9 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
+    check_transfer(sale, a.peer, a.round)?;
     let now = now_ms();
-    let stream = due_stream(ctx, sale, now)?;
+    let stream = due_stream(ctx, name, sale, now)?;
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out are stock again: a SEND may take it.
@@ -502,23 +526,25 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
     three(ctx, taken, sale.transfer_counters(a.peer).sent, sale.remaining())
 }
 
-/// SECKILL.RECV key peer sent_total -> [credited, received_total, remaining]
-/// (nil when the key does not exist). Works outside the sale's window.
+/// SECKILL.RECV key peer sent_total ROUND round -> [credited,
+/// received_total, remaining] (nil when the key does not exist). Works
+/// outside the sale's window.
 fn recv(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() != 4 {
+    if argv.len() < 4 {
         return Err(RedisError::WrongArity);
     }
-    let (peer, sent_total) = args::parse_recv(argv[1], &argv[2..])?;
+    let args::RecvArgs { peer, sent_total, round } = args::parse_recv(argv[1], &argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
+    check_transfer(sale, peer, round)?;
     // A total the sale cannot hold is refused before anything changes
     // (expiry below moves units within the sale, never past this check).
     sale.plan_recv(peer, sent_total).map_err(|e| RedisError::String(format!("ERR sent_total cannot be credited: {}", e.0)))?;
     let now = now_ms();
-    let stream = due_stream(ctx, sale, now)?;
+    let stream = due_stream(ctx, name, sale, now)?;
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     expire_due(&c, sale, now, LAZY_CHUNK);

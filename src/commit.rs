@@ -163,7 +163,7 @@ impl Committer<'_> {
     /// trimming can travel inside it. `None`: not that form, no stream, or
     /// the append failed (then nothing of the stream is replicated, as before).
     fn append_carried<'s>(&'s self, sale: &Sale, change: Change<'s>) -> Option<Carried<'s>> {
-        let stream = sale.config().stream.as_ref()?;
+        let stream = self.stream_of(sale)?;
         let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
@@ -175,6 +175,13 @@ impl Committer<'_> {
                 None
             }
         }
+    }
+
+    /// The sale's stream, if this key may write it: a copy of a sale under
+    /// another name (COPY, RESTORE) writes no entries to its original's
+    /// stream.
+    fn stream_of<'s>(&self, sale: &'s Sale) -> Option<&'s crate::sale::StreamConfig> {
+        sale.config().stream.as_ref().filter(|s| s.writes_from(self.key.as_slice()))
     }
 
     /// The command's stream key, or the sale's opened now.
@@ -264,7 +271,7 @@ impl Committer<'_> {
     /// One stream entry per event, in the same atomic step (see `stream`).
     fn append_stream(&self, sale: &Sale, event: Event, id: &[u8]) {
         // A sale without a stream looks nothing up.
-        let Some(stream) = &sale.config().stream else { return };
+        let Some(stream) = self.stream_of(sale) else { return };
         let Some(rec) = sale.get(id) else { return };
         let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
         let Some(opened) = self.open_stream(&stream.key) else {

@@ -5,6 +5,7 @@
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use redis_module::key::KeyFlags;
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
@@ -14,7 +15,7 @@ use crate::rawapi;
 use crate::sale::Sale;
 
 /// Bumped with the persisted format; `encoding` reads every older version.
-pub const ENCODING_VERSION: i32 = 2;
+pub const ENCODING_VERSION: i32 = 3;
 
 /// Records per SECKILL.EFFECT command in an AOF rewrite.
 const AOF_BATCH: usize = 64;
@@ -45,6 +46,17 @@ pub static SALE_TYPE: RedisType = RedisType::new(
     },
 );
 
+/// A RENAME moved the key `from` to `to`: if `to` holds a sale, its stream
+/// ownership follows (`Sale::follow_rename`). Opened without touching LRU,
+/// LFU or the hit counters, like every visit a keyspace event causes.
+pub fn follow_rename(ctx: &redis_module::Context, from: &[u8], to: &[u8]) {
+    let name = ctx.create_string(to);
+    let key = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
+    if let Ok(Some(sale)) = key.get_value::<Sale>(&SALE_TYPE) {
+        sale.follow_rename(from, to);
+    }
+}
+
 unsafe fn sale<'a>(value: *const c_void) -> &'a Sale {
     &*value.cast::<Sale>()
 }
@@ -55,8 +67,8 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             return None;
         }
         let buf = raw::load_string_buffer(rdb).ok()?;
-        let sale = encoding::decode(buf.as_ref()).ok()?;
         let place = rawapi::key_of_io(rdb);
+        let sale = encoding::decode_as(buf.as_ref(), place.as_ref().map(|(_, key)| &key[..])).ok()?;
         if let Some((_, key)) = &place {
             if !stream_slot_allowed(rdb, key, &sale) {
                 return None;

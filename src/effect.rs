@@ -9,7 +9,7 @@ pub use crate::digits::Digits;
 use crate::args::{parse_u64, ArgError, ArgResult};
 use crate::buckets::Take;
 use crate::reservation::{NewRecord, Reservation, State};
-use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_SHARDS, MAX_TOTAL};
+use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
 use crate::transfers::Counters;
 
 /// The internal command replicas and the AOF receive.
@@ -154,6 +154,13 @@ impl Effect {
                     out.push(b"STREAM".to_vec());
                     out.push(s.key.to_vec());
                     out.push(num(s.maxlen.unwrap_or(0)));
+                    if !s.owner.is_empty() {
+                        out.extend([b"OWNER".to_vec(), s.owner.to_vec()]);
+                    }
+                }
+                if let Some(split) = &c.split {
+                    out.extend([b"SPLIT".to_vec(), split.round.to_vec(), num(split.peers.len() as u64)]);
+                    out.extend(split.peers.iter().map(|p| p.to_vec()));
                 }
             }
             Effect::Records(recs) => {
@@ -456,12 +463,19 @@ struct Reader<'a> {
     pos: usize,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     fn done(&self) -> bool {
         self.pos >= self.args.len()
     }
 
-    fn raw(&mut self) -> ArgResult<&[u8]> {
+    /// Whether the next argument is `word` (any case); consumes it if so.
+    fn next_is(&mut self, word: &[u8]) -> bool {
+        let hit = self.args.get(self.pos).is_some_and(|a| a.eq_ignore_ascii_case(word));
+        self.pos += usize::from(hit);
+        hit
+    }
+
+    fn raw(&mut self) -> ArgResult<&'a [u8]> {
         let v = self.args.get(self.pos).ok_or(ArgError::Arity)?;
         self.pos += 1;
         Ok(v)
@@ -521,20 +535,33 @@ impl Reader<'_> {
         let start_ms = self.u64("start", 0, u64::MAX)?;
         let end_ms = self.u64("end", 1, u64::MAX)?;
         let tag = self.u64("tag", 0, u64::from(u32::MAX))? as u32;
-        let stream = if self.done() {
-            None
-        } else {
-            if !self.raw()?.eq_ignore_ascii_case(b"STREAM") {
-                return Err(ArgError::Msg("ERR bad INIT effect".into()));
-            }
+        // `[STREAM key maxlen [OWNER key]] [SPLIT round n peer...]`; an
+        // effect without OWNER (from before owners) leaves it empty for the
+        // caller to fill with the effect's key.
+        let stream = if self.next_is(b"STREAM") {
             let key: Box<[u8]> = self.raw()?.into();
             let maxlen = self.u64("maxlen", 0, i64::MAX as u64)?;
-            Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen) })
+            let owner: Box<[u8]> = if self.next_is(b"OWNER") { self.id()? } else { Box::default() };
+            Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen), owner })
+        } else {
+            None
         };
+        let split = if self.next_is(b"SPLIT") {
+            let round = self.raw()?;
+            let n = self.u64("peers", 1, MAX_PEERS as u64)? as usize;
+            let peers = self.args.get(self.pos..self.pos + n).ok_or(ArgError::Arity)?;
+            self.pos += n;
+            Some(crate::args::split_config(None, round, peers)?)
+        } else {
+            None
+        };
+        if !self.done() {
+            return Err(ArgError::Msg("ERR bad INIT effect".into()));
+        }
         if start_ms >= end_ms {
             return Err(ArgError::Msg("ERR START must be before END".into()));
         }
-        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
+        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split })
     }
 
     /// `id user qty:created:deadline:bucket`, see `pending_form`.
@@ -601,16 +628,28 @@ mod tests {
 
     #[test]
     fn effects_roundtrip() {
-        roundtrip(Effect::Init(SaleConfig {
+        let config = SaleConfig {
             total: 10,
             shards: 2,
             limit: 3,
             hold_ms: 100,
             start_ms: 0,
             end_ms: u64::MAX,
-            stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5) }),
+            stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5), owner: b"k".to_vec().into() }),
             tag: 7,
-        }));
+            split: Some(crate::args::split_config(None, b"r9", &[b"b", b"a"]).unwrap()),
+        };
+        roundtrip(Effect::Init(config.clone()));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, ..config }));
+        // An INIT effect from before owners: the owner is left for the
+        // EFFECT command to fill with its key.
+        let old: [&[u8]; 11] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"STREAM", b"s", b"0"];
+        match Effect::parse(&old) {
+            Ok(Effect::Init(c)) => assert!(c.stream.unwrap().owner.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        let junk: [&[u8]; 9] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"BOGUS"];
+        assert!(Effect::parse(&junk).is_err());
         roundtrip(Effect::Records(vec![Reservation {
             id: b"r1".to_vec().into(),
             user: b"u1".to_vec().into(),
@@ -640,7 +679,7 @@ mod tests {
     }
 
     fn sale_with(total: u64) -> Sale {
-        Sale::new(SaleConfig { total, shards: 1, limit: 10, hold_ms: 0, start_ms: 0, end_ms: u64::MAX, stream: None, tag: 1 })
+        Sale::new(SaleConfig { total, shards: 1, limit: 10, hold_ms: 0, start_ms: 0, end_ms: u64::MAX, stream: None, tag: 1, split: None })
     }
 
     fn record(id: &[u8], qty: u64, state: State) -> Reservation {

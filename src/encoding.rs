@@ -1,21 +1,25 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
-//! Version 2: `version, config, bucket remainders, transfers, reservations`,
+//! Version 3: `version, config, bucket remainders, transfers, reservations`,
 //! integers as LEB128 varints, byte strings as `len, bytes`. `transfers` is
 //! `0` for a sale that never sent or received, else `1, bucket allocations,
 //! peer count, (peer, sent, received)..., transfer id count, ids...` (peers
-//! and ids in byte order). Version 1 (still read) has no `transfers`.
+//! and ids in byte order). The config ends with the stream (`0`, or `1,
+//! key, maxlen, owner`) and the split (`0`, or `1, round, peer count,
+//! peers...` in byte order). Version 2 (still read) has no stream owner and
+//! no split; version 1 (still read) has no `transfers` either. A payload
+//! without an owner takes the name it is loaded under, when known.
 //! Derived state (buyers, holds, tallies) is rebuilt on load, and the stored
 //! remainders must equal what the allocations and reservations imply, so a
 //! corrupt payload is refused whole.
 
 use crate::buckets::Take;
 use crate::reservation::{NewRecord, State};
-use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_SHARDS};
+use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
 use crate::transfers::Counters;
 
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 /// Bucket allocations, peers and transfer ids, as stored.
 type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
@@ -36,6 +40,18 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
             put(&mut out, 1);
             put_bytes(&mut out, &s.key);
             put(&mut out, s.maxlen.unwrap_or(0));
+            put_bytes(&mut out, &s.owner);
+        }
+    }
+    match &c.split {
+        None => put(&mut out, 0),
+        Some(split) => {
+            put(&mut out, 1);
+            put_bytes(&mut out, &split.round);
+            put(&mut out, split.peers.len() as u64);
+            for p in split.peers.iter() {
+                put_bytes(&mut out, p);
+            }
         }
     }
     for &r in sale.buckets().remaining() {
@@ -82,12 +98,21 @@ fn put_transfers(out: &mut Vec<u8>, sale: &Sale) {
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
+    decode_as(bytes, None)
+}
+
+/// Decodes a payload loaded under the key `name` (when Redis says it): a
+/// payload from before stream owners takes that name as its owner.
+pub fn decode_as(bytes: &[u8], name: Option<&[u8]>) -> Result<Sale, DecodeError> {
     let mut r = Reader { bytes, pos: 0 };
     let version = r.u64()?;
-    if version != 1 && version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(DecodeError("unknown encoding version"));
     }
-    let config = r.config()?;
+    let mut config = r.config(version)?;
+    if let (Some(s), Some(name), true) = (&mut config.stream, name, version < 3) {
+        s.owner = name.into();
+    }
     let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
     let transfers = if version >= 2 { r.transfers(config.shards)? } else { None };
     let count = r.u64()?;
@@ -202,7 +227,7 @@ impl<'a> Reader<'a> {
         Ok(Some((allocation, peers, tids)))
     }
 
-    fn config(&mut self) -> Result<SaleConfig, DecodeError> {
+    fn config(&mut self, version: u64) -> Result<SaleConfig, DecodeError> {
         let total = self.bounded(crate::sale::MAX_TOTAL, "total out of range")?;
         let shards = self.bounded(u64::from(MAX_SHARDS), "shards out of range")? as u32;
         if shards == 0 {
@@ -224,11 +249,30 @@ impl<'a> Reader<'a> {
             1 => {
                 let key = self.bytes()?;
                 let maxlen = self.bounded(i64::MAX as u64, "maxlen out of range")?;
-                Some(StreamConfig { key: key.into(), maxlen: (maxlen > 0).then_some(maxlen) })
+                let owner: Box<[u8]> = if version >= 3 { self.bytes()?.into() } else { Box::default() };
+                Some(StreamConfig { key: key.into(), maxlen: (maxlen > 0).then_some(maxlen), owner })
             }
             _ => return Err(DecodeError("bad stream flag")),
         };
-        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag })
+        let split = if version >= 3 { self.split()? } else { None };
+        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split })
+    }
+
+    /// The split section (version 3): checked as INIT checks it, and the
+    /// peers must come in byte order, so each sale has one encoding.
+    fn split(&mut self) -> Result<Option<crate::sale::SplitConfig>, DecodeError> {
+        match self.u64()? {
+            0 => return Ok(None),
+            1 => {}
+            _ => return Err(DecodeError("bad split flag")),
+        }
+        let round = self.bytes()?;
+        let n = self.bounded(MAX_PEERS as u64, "too many peers")?;
+        let peers = (0..n).map(|_| self.bytes()).collect::<Result<Vec<_>, _>>()?;
+        if peers.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(DecodeError("peers out of order"));
+        }
+        crate::args::split_config(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
     }
 
     /// One record, borrowing its ids from the payload; `takes` is scratch.

@@ -98,9 +98,24 @@ pub fn on_swapdb(first: i32, second: i32) {
     with_live(|s| s.swap_dbs(first, second));
 }
 
+/// The old name of a key being renamed: Redis sends `rename_from` (old
+/// name) right before `rename_to` (new name), in the same command.
+static RENAMING: Mutex<Option<Vec<u8>>> = Mutex::new(None);
+
 /// Keyspace events that bring a sale to a new name: visit the name at the
-/// next tick (the timer finds out whether it holds a sale).
+/// next tick (the timer finds out whether it holds a sale). A RENAME also
+/// carries the sale's stream ownership to the new name; every replica and
+/// AOF replay runs the same RENAME, so they follow it too.
 pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) {
+    if event == "rename_from" {
+        *RENAMING.lock().unwrap_or_else(|p| p.into_inner()) = Some(key.to_vec());
+        return;
+    }
+    if event == "rename_to" {
+        if let Some(from) = RENAMING.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            crate::datatype::follow_rename(ctx, &from, key);
+        }
+    }
     if matches!(event, "rename_to" | "move_to" | "copy_to") {
         schedule(rawapi::selected_db(ctx), key, 0);
     }
@@ -181,7 +196,7 @@ fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
         return;
     };
     crate::stats::EXPIRY_VISITS.add(1);
-    let stream = match crate::stream::open_for_sale(ctx, sale) {
+    let stream = match crate::stream::open_for_sale(ctx, key, sale) {
         Ok(stream) => stream,
         Err(_) => {
             // The stream is not here (a slot migration): try again later

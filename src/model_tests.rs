@@ -101,7 +101,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
         prop_oneof![
             3 => Just(None),
             1 => option::of(1u64..=100)
-                .prop_map(|m| Some(StreamConfig { key: b"sale:{1}:events".to_vec().into(), maxlen: m })),
+                .prop_map(|m| Some(StreamConfig { key: b"sale:{1}:events".to_vec().into(), maxlen: m, owner: b"sale:{1}".to_vec().into() })),
         ],
     )
         .prop_map(|(total, shards, limit, hold_ms, start_ms, len, tag, stream)| SaleConfig {
@@ -113,6 +113,10 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             end_ms: len.map_or(OPEN_END, |l| start_ms + l),
             stream,
             tag,
+            // Every generated sale is a part of a split sale whose peers are
+            // the model's PEERS, so SEND and RECV go through; plain sales'
+            // refusals are unit-tested in transfers.rs.
+            split: Some(crate::args::split_config(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
         })
 }
 
@@ -1367,7 +1371,7 @@ proptest! {
 // ---------------------------------------------------------------------------
 
 fn plain(total: u64, shards: u32, limit: u64, hold_ms: u64) -> SaleConfig {
-    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a }
+    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None }
 }
 
 #[test]

@@ -101,6 +101,9 @@ impl Reply {
         ];
         if let Some(t) = &r.transfers {
             let peer = |(p, s, r): &(Box<[u8]>, u64, u64)| Reply::Array(vec![Reply::id(p), Reply::Int(*s), Reply::Int(*r)]);
+            if let Some(round) = &t.round {
+                fields.push(("round", Reply::id(round)));
+            }
             fields.extend([
                 ("sent", Reply::Int(t.sent)),
                 ("received", Reply::Int(t.received)),

@@ -32,12 +32,59 @@ use crate::transfers::{Counters, SendDecision, Transfers};
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
 pub const MAX_SHARDS: u32 = 1024;
 pub const OPEN_END: u64 = u64::MAX;
+/// Peers one key of a split sale may declare: it bounds every scan of them
+/// (the report, a restore) and the state a RECV can add.
+pub const MAX_PEERS: usize = 1024;
+/// Bytes of a split sale's round id.
+pub const MAX_ROUND: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StreamConfig {
     pub key: Box<[u8]>,
     /// Approximate trim length; `None` keeps every entry.
     pub maxlen: Option<u64>,
+    /// The sale key this stream was created for. A sale under any other name
+    /// (a COPY, a RESTORE under a new name) writes no stream entries, so a
+    /// backup can never write into the live sale's stream; RENAME carries
+    /// the owner along. Empty when unknown (a payload from before owners
+    /// were kept, loaded without its key name): then any name writes.
+    pub owner: Box<[u8]>,
+}
+
+impl StreamConfig {
+    /// Whether the sale at `key` may append to this stream.
+    pub fn writes_from(&self, key: &[u8]) -> bool {
+        self.owner.is_empty() || *self.owner == *key
+    }
+}
+
+/// A key's place in a split sale (`INIT ... SPLIT`): the round it belongs
+/// to and the peer keys it may move stock with. Every transfer names the
+/// round, so a transfer, a repair or a cached total from before an
+/// `INIT ... REPLACE` changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SplitConfig {
+    /// 1 to `MAX_ROUND` bytes.
+    pub round: Box<[u8]>,
+    /// Sorted and distinct, 1 to `MAX_PEERS` of them.
+    pub peers: Box<[Box<[u8]>]>,
+}
+
+impl SplitConfig {
+    pub fn declares(&self, peer: &[u8]) -> bool {
+        self.peers.binary_search_by(|p| (**p).cmp(peer)).is_ok()
+    }
+}
+
+/// Why a SEND or RECV is refused before anything is decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferRefusal {
+    /// A plain sale: it was not created as a part of a split sale.
+    NotSplit,
+    /// The call names another round than the key's.
+    StaleRound,
+    /// The peer is not one the key declared.
+    UnknownPeer,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +101,8 @@ pub struct SaleConfig {
     /// Random per round (made on the master), prefix of generated ids so
     /// they do not repeat across REPLACE rounds.
     pub tag: u32,
+    /// `Some` for the pool and the parts of a split sale.
+    pub split: Option<SplitConfig>,
 }
 
 /// Why a RESERVE changes nothing.
@@ -560,6 +609,14 @@ impl Sale {
         }
     }
 
+    /// RENAME moved the sale from `from` to `to`: a stream `from` owned is
+    /// `to`'s now. A copy's stream (owned by another name) stays as it is.
+    pub fn follow_rename(&mut self, from: &[u8], to: &[u8]) {
+        if let Some(s) = self.config.stream.as_mut().filter(|s| *s.owner == *from) {
+            s.owner = to.into();
+        }
+    }
+
     pub fn config(&self) -> &SaleConfig {
         &self.config
     }
@@ -608,7 +665,30 @@ impl Sale {
 
     /// Units sent and received, summed over peers (zero for a plain sale).
     pub fn transfer_totals(&self) -> Option<Counters> {
-        self.transfers.as_ref().map_or(Some(Counters::default()), |t| t.totals())
+        Some(self.transfers.as_ref().map_or(Counters::default(), |t| t.totals))
+    }
+
+    /// Whether a SEND or RECV between this key and `peer` in `round` may
+    /// go ahead: only a part of a split sale, in its own round, with a
+    /// peer it declared.
+    pub fn check_transfer(&self, peer: &[u8], round: &[u8]) -> Result<(), TransferRefusal> {
+        let split = self.config.split.as_ref().ok_or(TransferRefusal::NotSplit)?;
+        if *split.round != *round {
+            return Err(TransferRefusal::StaleRound);
+        }
+        if !split.declares(peer) {
+            return Err(TransferRefusal::UnknownPeer);
+        }
+        Ok(())
+    }
+
+    /// Effects move stock only between declared peers (a replayed effect
+    /// was checked on the master; this keeps a crafted one out).
+    fn check_peer(&self, peer: &[u8]) -> Result<(), EffectError> {
+        match &self.config.split {
+            Some(split) if split.declares(peer) => Ok(()),
+            _ => Err(EffectError("the peer is not a declared peer of a split sale")),
+        }
     }
 
     pub fn transfers(&self) -> Option<&Transfers> {
@@ -1172,6 +1252,7 @@ impl Sale {
         if !valid_id(peer) || !valid_id(tid) {
             return Err(EffectError("bad peer or transfer id"));
         }
+        self.check_peer(peer)?;
         if self.transfers.as_ref().is_some_and(|t| t.tids.contains(tid)) {
             return Err(EffectError("transfer id seen before"));
         }
@@ -1185,6 +1266,7 @@ impl Sale {
         self.remaining -= qty;
         let t = self.transfers.get_or_insert_with(Box::default);
         t.peers.entry(peer.into()).or_default().sent = sent;
+        t.totals.sent += qty;
         t.tids.insert(tid.into());
         Ok(())
     }
@@ -1223,6 +1305,7 @@ impl Sale {
         if !valid_id(peer) {
             return Err(EffectError("bad peer"));
         }
+        self.check_peer(peer)?;
         let credit = sent_total.checked_sub(self.transfer_counters(peer).received).filter(|&c| c > 0);
         let credit = credit.ok_or(EffectError("nothing to credit"))?;
         if !self.buckets.valid_transfer(credits, credit) {
@@ -1233,6 +1316,7 @@ impl Sale {
         self.remaining += credit;
         let t = self.transfers.get_or_insert_with(Box::default);
         t.peers.entry(peer.into()).or_default().received = sent_total;
+        t.totals.received += credit;
         Ok(())
     }
 
@@ -1251,6 +1335,13 @@ impl Sale {
                 return Err(EffectError("bad or repeated peer"));
             }
         }
+        // A split sale's counters name only its declared peers; a sale from
+        // before peers were declared keeps its counters but moves no more.
+        if let Some(split) = &self.config.split {
+            if !t.peers.keys().all(|p| split.declares(p)) {
+                return Err(EffectError("transfers name a peer the sale did not declare"));
+            }
+        }
         // A later restore of the same sale only adds transfer ids.
         if let Some(had) = &self.transfers {
             if had.peers != t.peers || self.buckets.allocation() != allocation.as_slice() {
@@ -1262,7 +1353,8 @@ impl Sale {
             return Err(EffectError("bad transfer id"));
         }
         t.tids.extend(tids);
-        let totals = t.totals().ok_or(EffectError("transfer counters overflow"))?;
+        let totals = t.sum().ok_or(EffectError("transfer counters overflow"))?;
+        t.totals = totals;
         let held = (u128::from(self.config.total) + u128::from(totals.received)).checked_sub(u128::from(totals.sent));
         let sum: u128 = allocation.iter().map(|&a| u128::from(a)).sum();
         if held != Some(sum) || sum > u128::from(MAX_TOTAL) {
@@ -1440,7 +1532,7 @@ mod tests {
     use super::*;
 
     fn config(total: u64, limit: u64, hold_ms: u64) -> SaleConfig {
-        SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a }
+        SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None }
     }
 
     fn reserve(s: &mut Sale, user: &[u8], qty: u64, reqid: Option<&[u8]>, now: u64) -> Result<Box<[u8]>, Refusal> {
@@ -1700,7 +1792,7 @@ mod bench {
     use super::*;
 
     fn open(limit: u64) -> SaleConfig {
-        SaleConfig { total: MAX_TOTAL, shards: 1, limit, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 7 }
+        SaleConfig { total: MAX_TOTAL, shards: 1, limit, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 7, split: None }
     }
 
     /// RESERVE as the module runs it: decide, then apply.

@@ -31,9 +31,38 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_part(key)) % SLOTS
 }
 
+/// Whether `slot` is being migrated away from or imported into this node,
+/// read from this node's own line of `CLUSTER NODES`, which lists such
+/// slots as `[slot->-node]` (migrating) and `[slot-<-node]` (importing).
+pub fn moving_in(nodes: &[u8], slot: u16) -> bool {
+    let Some(mine) = nodes.split(|&b| b == b'\n').find(|line| {
+        line.split(|&b| b == b' ').nth(2).is_some_and(|flags| flags.split(|&b| b == b',').any(|f| f == b"myself"))
+    }) else {
+        return false;
+    };
+    let slot = slot.to_string();
+    mine.split(|&b| b == b' ').skip(8).any(|field| {
+        let Some(inner) = field.strip_prefix(b"[") else { return false };
+        let end = inner.iter().position(|&b| b == b'-').unwrap_or(inner.len());
+        inner[..end] == *slot.as_bytes()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_moving_from_cluster_nodes() {
+        let nodes = b"07c3 127.0.0.1:30004@40004 master - 0 1 2 connected 5461-10922\n\
+            e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 [5461-<-07c3] [3300->-07c3]\n";
+        assert!(moving_in(nodes, 3300));
+        assert!(moving_in(nodes, 5461));
+        assert!(!moving_in(nodes, 330));
+        assert!(!moving_in(nodes, 0));
+        assert!(!moving_in(b"e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-16383\n", 3300));
+        assert!(!moving_in(b"", 1));
+    }
 
     #[test]
     fn matches_redis() {

@@ -9,7 +9,7 @@
 use std::os::raw::{c_char, c_int, c_longlong};
 use std::ptr::null_mut;
 
-use redis_module::{raw, Context, ContextFlags};
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags};
 
 use crate::effect::Digits;
 use crate::rawapi::ModuleStrings;
@@ -62,21 +62,40 @@ impl StreamKey {
 pub const STREAM_AWAY: &str =
     "TRYAGAIN the sale's STREAM key is not on this node (slot migration in progress?); retry later";
 
-/// Opens the sale's stream for this call's appends (`None`: the sale has no
-/// stream). The stream key is not among a command's keys, so during a slot
-/// migration Redis cannot redirect a command whose stream moved first. A
-/// sale that wrote its stream before, finding it missing in a cluster,
-/// refuses (TRYAGAIN) rather than start a second stream on this node that
-/// the migration would then collide with.
-pub fn open_for_sale(ctx: &Context, sale: &Sale) -> Result<Option<StreamKey>, &'static str> {
-    let Some(stream) = &sale.config().stream else {
+/// Opens the stream of the sale at `name` for this call's appends (`None`:
+/// the sale has no stream, or it is a copy under another name than the
+/// one its stream belongs to: a backup never writes the live stream).
+///
+/// The stream key is not among a command's keys, so during a `MIGRATE`
+/// slot migration Redis cannot redirect a command whose stream moved first
+/// (or has not arrived yet). A missing stream while the slot is migrating
+/// or importing refuses (TRYAGAIN) rather than start a second stream on
+/// this node that the migration would then collide with; this holds for a
+/// sale without reservations too (a worker's `XGROUP CREATE ... MKSTREAM`,
+/// a REPLACEd round), whose stream exists all the same.
+pub fn open_for_sale(ctx: &Context, name: &[u8], sale: &Sale) -> Result<Option<StreamKey>, &'static str> {
+    let Some(stream) = sale.config().stream.as_ref().filter(|s| s.writes_from(name)) else {
         return Ok(None);
     };
     let key = StreamKey::open(ctx, &stream.key)?;
-    if key.is_empty() && sale.record_count() > 0 && ctx.get_flags().contains(ContextFlags::CLUSTER) {
+    if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::slot::key_slot(&stream.key)) {
         return Err(STREAM_AWAY);
     }
     Ok(Some(key))
+}
+
+/// Whether `slot` is migrating or importing here. Asked only when a sale's
+/// stream is missing in a cluster (its first append, or a migration), so
+/// the `CLUSTER NODES` call costs nothing on the hot path. An unreadable
+/// answer counts as moving: a retry is safe, a second stream is not.
+fn slot_moving(ctx: &Context, slot: u16) -> bool {
+    let opts = CallOptionsBuilder::new().errors_as_replies().build();
+    let reply: CallResult = ctx.call_ext("CLUSTER", &opts, &["NODES"]);
+    match reply {
+        Ok(CallReply::String(s)) => crate::slot::moving_in(s.as_bytes(), slot),
+        Ok(CallReply::VerbatimString(s)) => s.as_parts().map_or(true, |(_, text)| crate::slot::moving_in(text, slot)),
+        _ => true,
+    }
 }
 
 impl Drop for StreamKey {

@@ -20,6 +20,9 @@ pub struct Counters {
 pub struct Transfers {
     pub peers: BTreeMap<Box<[u8]>, Counters>,
     pub tids: BTreeSet<Box<[u8]>>,
+    /// The sums over `peers`, kept as they change: every check and report
+    /// reads them without a scan.
+    pub totals: Counters,
 }
 
 impl Transfers {
@@ -27,8 +30,9 @@ impl Transfers {
         self.peers.get(peer).copied().unwrap_or_default()
     }
 
-    /// Sums over peers, `None` past 64 bits (a corrupt payload or effect).
-    pub fn totals(&self) -> Option<Counters> {
+    /// Sums over peers, `None` past 64 bits (a corrupt payload or effect):
+    /// computed once when the counters are restored.
+    pub fn sum(&self) -> Option<Counters> {
         self.peers.values().try_fold(Counters::default(), |acc, c| {
             Some(Counters { sent: acc.sent.checked_add(c.sent)?, received: acc.received.checked_add(c.received)? })
         })
@@ -59,10 +63,16 @@ mod tests {
     use crate::effect::Effect;
     use crate::encoding::{decode, encode};
     use crate::reservation::State;
-    use crate::sale::{Sale, SaleConfig, MAX_TOTAL, OPEN_END};
+    use crate::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL, OPEN_END};
 
+    fn plain(total: u64, shards: u32) -> SaleConfig {
+        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
+    }
+
+    /// A part of a split sale in round `r1` whose peers are `p` and `q`.
     fn sale(total: u64, shards: u32) -> Sale {
-        Sale::new(SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9 })
+        let split = crate::args::split_config(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
+        Sale::new(SaleConfig { split: Some(split), ..plain(total, shards) })
     }
 
     fn send(s: &mut Sale, peer: &[u8], qty: u64, min: u64, tid: &[u8]) -> u64 {
@@ -182,23 +192,87 @@ mod tests {
         assert!(rebuilt.unwrap() == s);
     }
 
-    /// A version-1 payload (no transfers section) still loads.
     #[test]
-    fn version_1_payloads_load() {
-        let mut s = sale(10, 3);
+    fn only_declared_peers_of_the_same_round_move_stock() {
+        let s = sale(10, 1);
+        assert_eq!(s.check_transfer(b"p", b"r1"), Ok(()));
+        assert_eq!(s.check_transfer(b"p", b"r0"), Err(TransferRefusal::StaleRound));
+        assert_eq!(s.check_transfer(b"x", b"r1"), Err(TransferRefusal::UnknownPeer));
+        let mut p = Sale::new(plain(10, 1));
+        assert_eq!(p.check_transfer(b"p", b"r1"), Err(TransferRefusal::NotSplit));
+        // Effects too: a replayed or crafted SEND/RECV cannot reach a plain
+        // sale or an undeclared peer.
+        let before = p.clone();
+        assert!(Effect::Recv { peer: b"p".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }.apply(&mut p).is_err());
+        assert!(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] }.apply(&mut p).is_err());
+        assert!(p == before);
+        let mut s = sale(10, 1);
+        assert!(Effect::Recv { peer: b"x".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }.apply(&mut s).is_err());
+        assert_eq!(s.remaining(), 10);
+    }
+
+    #[test]
+    fn totals_run_with_the_counters() {
+        let mut s = sale(10, 2);
+        send(&mut s, b"p", 3, 1, b"t1");
+        send(&mut s, b"q", 2, 1, b"t2");
+        recv(&mut s, b"p", 4);
+        recv(&mut s, b"p", 6);
+        let t = s.transfers().unwrap();
+        assert_eq!(t.totals, t.sum().unwrap());
+        assert_eq!(t.totals, Counters { sent: 5, received: 6 });
+        assert!(s.invariant_holds());
+        let back = decode(&encode(&s)).unwrap();
+        assert_eq!(back.transfers().unwrap().totals, t.totals);
+    }
+
+    /// Restored counters may name only declared peers.
+    #[test]
+    fn restore_refuses_undeclared_peers() {
+        let mut s = sale(10, 1);
+        let peers = vec![(Box::from(&b"x"[..]), Counters { sent: 1, received: 0 })];
+        assert!(s.restore_transfers(vec![9], peers, vec![]).is_err());
+        let peers = vec![(Box::from(&b"p"[..]), Counters { sent: 1, received: 0 })];
+        assert!(s.restore_transfers(vec![9], peers, vec![]).is_ok());
+    }
+
+    /// Version 1 (no transfers section) and version 2 (no stream owner, no
+    /// split) payloads still load; a version-2 payload takes the name it is
+    /// loaded under as its stream's owner.
+    #[test]
+    fn older_payloads_load() {
+        let mut s = Sale::new(plain(10, 3));
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
-        let v2 = encode(&s);
-        // A fresh sale's encoding ends with the transfers flag and the
-        // record count; its remainders take as many bytes as these.
-        let flag = encode(&sale(10, 3)).len() - 2;
-        assert_eq!((v2[0], v2[flag]), (2, 0));
+        let v3 = encode(&s);
+        // A fresh plain sale's encoding ends with the split flag, the
+        // remainders (one byte each here), the transfers flag and the
+        // record count.
+        let fresh = encode(&Sale::new(plain(10, 3)));
+        let (split_flag, transfers_flag) = (fresh.len() - 6, fresh.len() - 2);
+        assert_eq!((v3[0], v3[split_flag], v3[transfers_flag]), (3, 0, 0));
+        let mut v2 = v3.clone();
+        v2[0] = 2;
+        v2.remove(split_flag);
+        assert!(decode(&v2).unwrap() == s);
         let mut v1 = v2.clone();
         v1[0] = 1;
-        v1.remove(flag);
+        v1.remove(transfers_flag - 1);
         assert!(decode(&v1).unwrap() == s);
-        let mut bad = v2.clone();
-        bad[0] = 3;
+        let mut bad = v3.clone();
+        bad[0] = 4;
         assert!(decode(&bad).is_err());
+        // A stream: version 2 had no owner.
+        let stream = crate::sale::StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
+        let with = Sale::new(SaleConfig { stream: Some(stream), ..plain(10, 1) });
+        let v3 = encode(&with);
+        let owner_at = v3.windows(2).position(|w| w == [1, b'k']).unwrap();
+        let mut v2: Vec<u8> = v3.clone();
+        v2[0] = 2;
+        v2.drain(owner_at..owner_at + 2);
+        v2.remove(owner_at); // the split flag after it
+        assert!(crate::encoding::decode_as(&v2, Some(b"k")).unwrap() == with);
+        let unnamed = decode(&v2).unwrap();
+        assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
     }
 }

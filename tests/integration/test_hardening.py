@@ -222,6 +222,21 @@ def _cluster_pair(env):
     return a, b
 
 
+def _move_sale_then_reserve(env, a, b, key, user):
+    """The second half of a MIGRATE-based move whose stream went first: the
+    sale follows, the target serves it under ASKING (stream and all), and
+    the slot becomes the target's on both nodes."""
+    slot = a.conn.execute_command('CLUSTER', 'KEYSLOT', key)
+    a.conn.execute_command('MIGRATE', '127.0.0.1', b.port, '', 0, 5000, 'KEYS', key)
+    p = b.conn.pipeline(transaction=False)
+    p.execute_command('ASKING')
+    p.execute_command('SECKILL.RESERVE', key, user)
+    env.assertEqual(p.execute()[1][0], 'RESERVED', depth=1)
+    b_id = b.conn.execute_command('CLUSTER', 'MYID')
+    for n in (a, b):
+        n.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'NODE', b_id)
+
+
 def test_reserve_during_slot_migration_keeps_one_stream():
     """The stream key is not among RESERVE's keys, so Redis cannot redirect
     a RESERVE whose stream moved first. The module answers TRYAGAIN rather
@@ -252,19 +267,105 @@ def test_reserve_during_slot_migration_keeps_one_stream():
         # Sold-out or not, the sale's state did not change on the source.
         env.assertEqual(info(a.conn, key)['pending'], 5)
         # The sale follows; with ASKING the target serves it, stream and all.
-        a.conn.execute_command('MIGRATE', '127.0.0.1', b.port, '', 0, 5000, 'KEYS', key)
-        p = b.conn.pipeline(transaction=False)
-        p.execute_command('ASKING')
-        p.execute_command('SECKILL.RESERVE', key, 'late')
-        env.assertEqual(p.execute()[1][0], 'RESERVED')
-        for n in (a, b):
-            n.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'NODE', b_id)
+        _move_sale_then_reserve(env, a, b, key, 'late')
         env.assertEqual(b.conn.xlen(stream), 6)
         env.assertEqual(info(b.conn, key)['pending'], 6)
         env.assertEqual(a.conn.execute_command('CLUSTER', 'COUNTKEYSINSLOT', slot), 0)
     finally:
         a.stop()
         b.stop()
+
+
+def _migrate_before_any_reservation(env, a, b, tag, setup):
+    """Moves the slot of a sale whose stream exists but which has no
+    reservation (`setup` makes that state), the stream first as
+    `redis-cli --cluster reshard --cluster-pipeline 1` may: RESERVE answers
+    TRYAGAIN on either side until both keys are on one node, and the
+    stream, its group and every entry end on the target."""
+    key, stream = 'sale:{m%d}' % tag, 'sale:{m%d}:ev' % tag
+    slot = a.conn.execute_command('CLUSTER', 'KEYSLOT', key)
+    a_id, b_id = a.conn.execute_command('CLUSTER', 'MYID'), b.conn.execute_command('CLUSTER', 'MYID')
+    setup(a.conn, key, stream)
+    env.assertEqual(info(a.conn, key)['reservations'], 0)
+    b.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', a_id)
+    a.conn.execute_command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', b_id)
+    a.conn.execute_command('MIGRATE', '127.0.0.1', b.port, '', 0, 5000, 'KEYS', stream)
+    with env.assertResponseError(contained='STREAM key is not on this node'):
+        reserve(a.conn, key, 'early')
+    env.assertEqual(a.conn.execute_command('CLUSTER', 'COUNTKEYSINSLOT', slot), 1,
+                    message='a second stream was started on the source')
+    env.assertEqual(info(a.conn, key)['reservations'], 0)
+    _move_sale_then_reserve(env, a, b, key, 'early')
+    entries = b.conn.xrange(stream)
+    env.assertEqual([e[1]['event'] for e in entries][-1:], ['reserved'])
+    env.assertEqual([g['name'] for g in b.conn.xinfo_groups(stream)], ['workers'])
+    env.assertEqual(a.conn.execute_command('CLUSTER', 'COUNTKEYSINSLOT', slot), 0)
+
+
+def _worker_group_first(conn, key, stream):
+    conn.execute_command('SECKILL.INIT', key, 10, 'STREAM', stream)
+    conn.xgroup_create(stream, 'workers', id='$', mkstream=True)
+
+
+def _replaced_round(conn, key, stream):
+    conn.execute_command('SECKILL.INIT', key, 10, 'STREAM', stream)
+    conn.xgroup_create(stream, 'workers', id='$', mkstream=True)
+    reserve(conn, key, 'round-1-buyer')
+    conn.execute_command('SECKILL.INIT', key, 10, 'STREAM', stream, 'REPLACE')
+
+
+def test_slot_migration_keeps_one_stream_before_any_reservation():
+    """A sale's stream exists before its first reservation (a worker's
+    XGROUP CREATE ... MKSTREAM) or after REPLACE zeroed its records: a
+    migration that moves the stream first must not start a second one."""
+    env = Env(decodeResponses=True)
+    a, b = _cluster_pair(env)
+    try:
+        tags = [t for t in range(100000) if a.conn.execute_command('CLUSTER', 'KEYSLOT', '{m%d}' % t) < 8192][:2]
+        _migrate_before_any_reservation(env, a, b, tags[0], _worker_group_first)
+        _migrate_before_any_reservation(env, a, b, tags[1], _replaced_round)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_copy_never_writes_the_live_stream():
+    """COPY or DUMP/RESTORE of a sale under another name is a snapshot: it
+    keeps the stock, but writes nothing to the stream its original owns
+    (not on its own commands, not by hold expiry). RENAME carries the
+    stream along, and a copy renamed back to its owner's name writes again."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    key, stream = 'sale:{cp}', 'sale:{cp}:ev'
+    c.execute_command('SECKILL.INIT', key, 10, 'HOLD', 300, 'LIMIT', 5, 'STREAM', stream)
+    reserve(c, key, 'u1', 'REQID', 'o1')
+    reserve(c, key, 'u2', 'REQID', 'o2')
+    c.execute_command('COPY', key, key + ':backup')
+    c.execute_command('RESTORE', key + ':restored', 0, c.dump(key))
+    c.execute_command('SECKILL.CONFIRM', key, 'o1')
+    for copy in (key + ':backup', key + ':restored'):
+        env.assertEqual(reserve(c, copy, 'u3', 'REQID', 'o3')[0], 'RESERVED')
+        env.assertEqual(c.execute_command('SECKILL.RELEASE', copy, 'o3')[0], 'RELEASED')
+    # Every hold runs out: on the live sale (o2) and on both copies.
+    env.assertTrue(wait_for(lambda: all(info(c, k)['pending'] == 0 for k in (key, key + ':backup', key + ':restored')),
+                            timeout=5), message='holds did not expire')
+    events = [(e[1]['event'], e[1]['rid']) for e in c.xrange(stream)]
+    env.assertEqual(events, [('reserved', 'o1'), ('reserved', 'o2'), ('confirmed', 'o1'), ('expired', 'o2')])
+    # RENAME moves the stream with the sale.
+    c.execute_command('RENAME', key, key + ':moved')
+    env.assertEqual(reserve(c, key + ':moved', 'u4', 'REQID', 'o4')[0], 'RESERVED')
+    env.assertEqual(c.xrange(stream)[-1][1]['rid'], 'o4')
+    # A backup renamed to its owner's name (restoring it) writes again.
+    c.delete(key + ':moved')
+    c.execute_command('RENAME', key + ':backup', key)
+    env.assertEqual(reserve(c, key, 'u5', 'REQID', 'o5')[0], 'RESERVED')
+    env.assertEqual(c.xrange(stream)[-1][1]['rid'], 'o5')
+    # And the owner survives persistence.
+    d = digest_value(c, key)
+    c.execute_command('DEBUG', 'RELOAD')
+    env.assertEqual(digest_value(c, key), d)
+    env.assertEqual(reserve(c, key, 'u6', 'REQID', 'o6')[0], 'RESERVED')
+    env.assertEqual(c.xrange(stream)[-1][1]['rid'], 'o6')
 
 
 def _aof_commands(conn):

@@ -17,17 +17,26 @@ from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agr
 A = 'sale:{t.a}'
 B = 'sale:{t.b}'
 S = 'sale:{t.a}:events'
-TRANSFER_FIELDS = REPORT_FIELDS + ['sent', 'received', 'peers']
+TRANSFER_FIELDS = REPORT_FIELDS + ['round', 'sent', 'received', 'peers']
+ROUND = 'r1'
+# Every key of these tests is a part of one split sale whose parts are these.
+KEYS = [A, B, 'sale:{w.pool}', 'sale:{w.p0}', 'sale:{w.p1}']
+
+
+def init(conn, key, *args, round=ROUND):
+    """SECKILL.INIT as a part of the split sale of KEYS."""
+    peers = [k for k in KEYS if k != key]
+    return conn.execute_command('SECKILL.INIT', key, *args, 'SPLIT', round, len(peers), *peers)
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 U64_MAX = '18446744073709551615'
 
 
-def send(conn, key, peer, qty, tid, *opts):
-    return conn.execute_command('SECKILL.SEND', key, peer, qty, *opts, 'TID', tid)
+def send(conn, key, peer, qty, tid, *opts, round=ROUND):
+    return conn.execute_command('SECKILL.SEND', key, peer, qty, *opts, 'TID', tid, 'ROUND', round)
 
 
-def recv(conn, key, peer, sent_total):
-    return conn.execute_command('SECKILL.RECV', key, peer, sent_total)
+def recv(conn, key, peer, sent_total, round=ROUND):
+    return conn.execute_command('SECKILL.RECV', key, peer, sent_total, 'ROUND', round)
 
 
 def check(env, conn, key, depth=0):
@@ -47,31 +56,38 @@ def check(env, conn, key, depth=0):
 
 
 def peers(conn, key):
-    return {p: (s, r) for p, s, r in info(conn, key)['peers']}
+    """The peers a key exchanged with (every declared peer is listed)."""
+    return {p: (s, r) for p, s, r in info(conn, key)['peers'] if (s, r) != (0, 0)}
 
 
 def test_send_and_recv_replies():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    env.assertEqual(c.execute_command('SECKILL.INIT', A, 10, 'SHARDS', 3), 'OK')
-    env.assertEqual(c.execute_command('SECKILL.INIT', B, 0, 'SHARDS', 2), 'OK')
-    # A key that never transferred keeps the report it always had.
-    env.assertEqual(list(check(env, c, A).keys()), REPORT_FIELDS)
+    env.assertEqual(init(c, A, 10, 'SHARDS', 3), 'OK')
+    env.assertEqual(init(c, B, 0, 'SHARDS', 2), 'OK')
+    # A part reports its round and every declared peer from the start.
+    r = check(env, c, A)
+    env.assertEqual(list(r.keys()), TRANSFER_FIELDS)
+    env.assertEqual((r['round'], r['sent'], r['received']), (ROUND, 0, 0))
+    env.assertEqual(r['peers'], [[k, 0, 0] for k in sorted(KEYS) if k != A])
+    # A plain sale keeps the report it always had.
+    c.execute_command('SECKILL.INIT', 'sale:{t.plain}', 3)
+    env.assertEqual(list(check(env, c, 'sale:{t.plain}').keys()), REPORT_FIELDS)
     env.assertEqual(send(c, A, B, 4, 'tx-1'), [4, 4, 6])
     check(env, c, A)
     # A repeated tid takes nothing more, and answers with the current totals.
     env.assertEqual(send(c, A, B, 4, 'tx-1'), [0, 4, 6])
     env.assertEqual(send(c, A, B, 9, 'tx-1', 'MIN', 1), [0, 4, 6])
-    # Nothing received yet: B's report has no transfer fields.
-    env.assertEqual(list(check(env, c, B).keys()), REPORT_FIELDS)
+    # Nothing received yet.
+    env.assertEqual(check(env, c, B)['received'], 0)
     env.assertEqual(recv(c, B, A, 4), [4, 4, 4])
     env.assertEqual(recv(c, B, A, 4), [0, 4, 4])      # repeated
     env.assertEqual(recv(c, B, A, 2), [0, 4, 4])      # late
     env.assertEqual(recv(c, B, A, 0), [0, 4, 4])
     r = check(env, c, B)
-    env.assertEqual((r['sent'], r['received'], r['peers']), (0, 4, [[A, 0, 4]]))
+    env.assertEqual((r['sent'], r['received'], peers(c, B)), (0, 4, {A: (0, 4)}))
     r = check(env, c, A)
-    env.assertEqual((r['sent'], r['received'], r['peers']), (4, 0, [[B, 4, 0]]))
+    env.assertEqual((r['sent'], r['received'], peers(c, A)), (4, 0, {B: (4, 0)}))
     # Out of order: the later total arrives first, the earlier one is harmless.
     env.assertEqual(send(c, A, B, 2, 'tx-2'), [2, 6, 4])
     env.assertEqual(send(c, A, B, 1, 'tx-3'), [1, 7, 3])
@@ -95,13 +111,13 @@ def test_send_and_recv_replies():
 def test_min_and_refusals_do_not_record_the_tid():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 5, 'SHARDS', 2, 'LIMIT', 5)
+    init(c, A, 5, 'SHARDS', 2, 'LIMIT', 5)
     _, rid, _ = reserve(c, A, 'u1', 'QTY', 4)
     # Only the remaining unit can go: below MIN 2, nothing is taken.
     d = digest(c)
     env.assertEqual(send(c, A, B, 3, 'tx', 'MIN', 2), [0, 0, 1])
     env.assertEqual(digest(c), d)
-    env.assertEqual(list(info(c, A).keys()), REPORT_FIELDS)
+    env.assertEqual(info(c, A)['sent'], 0)
     # MIN above qty: nothing can be taken.
     env.assertEqual(send(c, A, B, 1, 'tx', 'MIN', 3), [0, 0, 1])
     # The refused tid was not recorded: once stock is back, it succeeds.
@@ -117,7 +133,7 @@ def test_min_and_refusals_do_not_record_the_tid():
 def test_send_takes_remaining_only_and_releases_stay_capped():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 8, 'SHARDS', 4, 'LIMIT', 3)
+    init(c, A, 8, 'SHARDS', 4, 'LIMIT', 3)
     rids = [reserve(c, A, 'user-%d' % i, 'QTY', 1 + i % 2)[1] for i in range(4)]  # 6 units
     env.assertEqual(c.execute_command('SECKILL.CONFIRM', A, rids[0]), ['CONFIRMED', 2])
     # Pending and confirmed units stay: only the 2 remaining go.
@@ -141,8 +157,8 @@ def test_outside_the_window_and_no_stream_entry():
     env = Env(decodeResponses=True)
     c = env.getConnection()
     later = server_ms(c) + 3600 * 1000
-    c.execute_command('SECKILL.INIT', A, 10, 'START', later, 'STREAM', S)
-    c.execute_command('SECKILL.INIT', B, 0, 'START', 1, 'END', 2)
+    init(c, A, 10, 'START', later, 'STREAM', S)
+    init(c, B, 0, 'START', 1, 'END', 2)
     env.assertEqual(reserve(c, A, 'u')[0], 'NOT_STARTED')
     env.assertEqual(send(c, A, B, 6, 't'), [6, 6, 4])
     env.assertEqual(recv(c, B, A, 6), [6, 6, 6])
@@ -155,7 +171,7 @@ def test_outside_the_window_and_no_stream_entry():
 def test_expired_holds_are_sendable():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 4, 'HOLD', 50, 'LIMIT', 4, 'STREAM', S)
+    init(c, A, 4, 'HOLD', 50, 'LIMIT', 4, 'STREAM', S)
     reserve(c, A, 'u', 'QTY', 4)
     time.sleep(0.2)
     # The SEND releases the hold that ran out first (as any write does).
@@ -171,7 +187,7 @@ def test_missing_key_and_wrong_type():
     env.assertIsNone(recv(c, A, B, 1))
     env.assertEqual(c.execute_command('EXISTS', A), 0)
     c.execute_command('SET', A, 'x')
-    for cmd in (('SECKILL.SEND', A, B, 1, 'TID', 't'), ('SECKILL.RECV', A, B, 1)):
+    for cmd in (('SECKILL.SEND', A, B, 1, 'TID', 't', 'ROUND', ROUND), ('SECKILL.RECV', A, B, 1, 'ROUND', ROUND)):
         try:
             c.execute_command(*cmd)
             env.assertTrue(False, message='%r on a string key' % (cmd,))
@@ -219,15 +235,18 @@ BAD = [
     (('SECKILL.RECV', A, '', 1), 'peer'),
     (('SECKILL.RECV', A, LONG, 1), 'peer'),
     # In range, but more than a key may hold (10^15 units).
-    (('SECKILL.RECV', A, B, U64_MAX), 'sent_total'),
-    (('SECKILL.RECV', A, B, '1000000000000000'), 'sent_total'),
+    (('SECKILL.RECV', A, B, U64_MAX, 'ROUND', ROUND), 'sent_total'),
+    (('SECKILL.RECV', A, B, '1000000000000000', 'ROUND', ROUND), 'sent_total'),
+    (('SECKILL.RECV', A, B, 1), 'ROUND is required'),
+    (('SECKILL.SEND', A, B, 1, 'TID', 't'), 'ROUND is required'),
+    (('SECKILL.SEND', A, B, 1, 'TID', 't', 'ROUND', 'x' * 65), 'ROUND'),
 ]
 
 
 def test_bad_arguments_change_nothing():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 10, 'SHARDS', 2)
+    init(c, A, 10, 'SHARDS', 2)
     send(c, A, B, 3, 'first')
     recv(c, A, B, 2)
     for cmd, words in BAD:
@@ -248,10 +267,10 @@ def _transfer_workload(c):
     """Two parts and a pool, reservations with holds, transfers both ways,
     a refused SEND, and a late RECV. Leaves no hold pending."""
     pool, p0, p1 = 'sale:{w.pool}', 'sale:{w.p0}', 'sale:{w.p1}'
-    c.execute_command('SECKILL.INIT', pool, 100, 'SHARDS', 4, 'LIMIT', 3)
-    c.execute_command('SECKILL.INIT', p0, 10, 'SHARDS', 3, 'LIMIT', 3, 'HOLD', 60000,
+    init(c, pool, 100, 'SHARDS', 4, 'LIMIT', 3)
+    init(c, p0, 10, 'SHARDS', 3, 'LIMIT', 3, 'HOLD', 60000,
                       'STREAM', 'sale:{w.p0}:ev')
-    c.execute_command('SECKILL.INIT', p1, 0, 'SHARDS', 2, 'LIMIT', 3)
+    init(c, p1, 0, 'SHARDS', 2, 'LIMIT', 3)
     rids = [reserve(c, p0, 'u%d' % i, 'QTY', 2)[1] for i in range(4)]
     send(c, pool, p0, 30, 'pool-p0-1')
     send(c, pool, p1, 25, 'pool-p1-1')
@@ -351,7 +370,7 @@ def test_aof_rewrite_of_many_transfer_ids():
     """More transfer ids than one TRANSFERS effect of a rewrite carries."""
     env = Env(useAof=True, useRdbPreamble=False, decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 2000, 'SHARDS', 5)
+    init(c, A, 2000, 'SHARDS', 5)
     for i in range(600):
         send(c, A, B, 1, 'tid-%04d' % i)
     before = _states(c, [A])
@@ -378,19 +397,22 @@ def test_version_1_payload_loads():
     env.assertEqual(info(c, key), want['info'])
     for user, rid in want['ids'].items():
         env.assertEqual(get(c, key, rid), want['get'][user], message=user)
-    # Re-saved as version 2, it reloads the same; it sells and transfers on.
+    # Re-saved as the current version, it reloads the same and sells on.
+    # It was made before split sales declared their peers: it is a plain
+    # sale now, and moves no stock.
     d = digest_value(c, key)
     c.execute_command('DEBUG', 'RELOAD')
     env.assertEqual(digest_value(c, key), d)
-    env.assertEqual(send(c, key, B, 10, 'from-v1'), [4, 4, 0])
-    env.assertEqual(c.execute_command('SECKILL.RELEASE', key, want['ids']['alice']), ['RELEASED', 2])
+    env.expect('SECKILL.SEND', key, B, 10, 'TID', 'from-v1', 'ROUND', ROUND).error().contains('not a part of a split sale')
+    env.assertEqual(digest_value(c, key), d)
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', key, want['ids']['alice']), ['RELEASED', want['info']['remaining'] + 2])
     check(env, c, key)
 
 
 def test_info_seckill_counters():
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 10)
+    init(c, A, 10)
     s0 = seckill_stats(c)
     send(c, A, B, 4, 't1')
     send(c, A, B, 4, 't1')
@@ -410,7 +432,7 @@ def test_command_info():
     key = b'$%d\r\n%s\r\n' % (len(A), A.encode())
     # The peer is not a key of the call: it usually lives on another node.
     env.assertEqual(raw.call('COMMAND', 'GETKEYS', 'SECKILL.SEND', A, B, 1, 'TID', 't'), b'*1\r\n' + key)
-    env.assertEqual(raw.call('COMMAND', 'GETKEYS', 'SECKILL.RECV', A, B, 1), b'*1\r\n' + key)
+    env.assertEqual(raw.call('COMMAND', 'GETKEYS', 'SECKILL.RECV', A, B, 1, 'ROUND', 'r'), b'*1\r\n' + key)
     env.assertContains(b'denyoom', raw.call('COMMAND', 'INFO', 'SECKILL.SEND'))
     env.assertNotContains(b'denyoom', raw.call('COMMAND', 'INFO', 'SECKILL.RECV'))
     raw.close()
@@ -422,7 +444,7 @@ def test_stock_edge_events():
     env = Env(decodeResponses=True)
     c = env.getConnection()
     c.execute_command('CONFIG', 'SET', 'notify-keyspace-events', 'KEA')
-    c.execute_command('SECKILL.INIT', A, 3)
+    init(c, A, 3)
     ps = c.pubsub()
     ps.subscribe('__keyspace@0__:' + A)
     ps.get_message(timeout=1)
@@ -437,7 +459,7 @@ def test_stock_edge_events():
 def test_no_change_replicates_nothing():
     env = Env(useSlaves=True, decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 5)
+    init(c, A, 5)
     send(c, A, B, 2, 't1')
     recv(c, A, B, 1)
     env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
@@ -455,8 +477,8 @@ def test_memory_pressure():
     still credits, so units in flight always land."""
     env = Env(decodeResponses=True)
     c = env.getConnection()
-    c.execute_command('SECKILL.INIT', A, 5)
-    c.execute_command('SECKILL.INIT', B, 0)
+    init(c, A, 5)
+    init(c, B, 0)
     env.assertEqual(send(c, A, B, 2, 't1'), [2, 2, 3])
     c.execute_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
     c.execute_command('CONFIG', 'SET', 'maxmemory', 1)
@@ -468,3 +490,78 @@ def test_memory_pressure():
     env.assertEqual(send(c, A, B, 1, 't2'), [1, 3, 2])
     check(env, c, A)
     check(env, c, B)
+
+
+def test_only_parts_of_one_round_move_stock():
+    """RECV believes the sent_total it is given, so who may move stock is
+    bounded by the sale itself: a plain sale refuses SEND and RECV, a part
+    accepts them only from its declared peers and only in its own round.
+    Each refusal changes nothing (the digest stays)."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    plain = 'sale:{t.plain}'
+    c.execute_command('SECKILL.INIT', plain, 10)
+    init(c, A, 10)
+    init(c, B, 0)
+    d = digest(c)
+    refusals = [
+        # The reviewer's mint: RECV on a plain sale from any peer.
+        (('SECKILL.RECV', plain, 'anypeer', '999999999999990', 'ROUND', ROUND), 'not a part of a split sale'),
+        (('SECKILL.SEND', plain, B, 1, 'TID', 't', 'ROUND', ROUND), 'not a part of a split sale'),
+        (('SECKILL.RECV', A, 'sale:{t.stranger}', 5, 'ROUND', ROUND), 'declared peers'),
+        (('SECKILL.SEND', A, 'sale:{t.stranger}', 5, 'TID', 't', 'ROUND', ROUND), 'declared peers'),
+        (('SECKILL.RECV', B, A, 5, 'ROUND', 'r0'), 'another round'),
+        (('SECKILL.SEND', A, B, 5, 'TID', 't', 'ROUND', 'r0'), 'another round'),
+    ]
+    for cmd, text in refusals:
+        env.expect(*cmd).error().contains(text)
+        env.assertEqual(digest(c), d, message=cmd)
+    env.assertEqual(info(c, plain)['remaining'], 10)
+    env.assertEqual(seckill_stats(c)['transfers_refused'], len(refusals))
+    # A stale round is a distinct error word a client can act on.
+    try:
+        recv(c, B, A, 5, round='r0')
+        env.assertTrue(False, message='a stale round was accepted')
+    except Exception as e:  # redis-py keeps unknown error words in the text
+        env.assertTrue(str(e).startswith('STALEROUND'), message=str(e))
+
+
+def test_replace_starts_a_round_that_old_totals_cannot_reach():
+    """The reviewer's stale-object case at the module level: after a REPLACE
+    round, the previous round's cumulative totals (a cached audit, a late
+    repair) credit nothing; the new round's own transfers work."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    init(c, A, 300)
+    init(c, B, 0)
+    env.assertEqual(send(c, A, B, 100, 'r1-t1'), [100, 100, 200])
+    env.assertEqual(recv(c, B, A, 100), [100, 100, 100])
+    # A new round: the counters start again from zero.
+    init(c, A, 300, 'REPLACE', round='r2')
+    init(c, B, 0, 'REPLACE', round='r2')
+    d = digest(c)
+    env.expect('SECKILL.RECV', B, A, 100, 'ROUND', ROUND).error().contains('another round')
+    env.assertEqual(digest(c), d)
+    env.assertEqual(info(c, B)['remaining'], 0)
+    env.assertEqual(send(c, A, B, 50, 'r2-t1', round='r2'), [50, 50, 250])
+    env.assertEqual(recv(c, B, A, 50, round='r2'), [50, 50, 50])
+    total = sum(info(c, k)['remaining'] for k in (A, B))
+    env.assertEqual(total, 300)
+    # The round and the declared peers survive a reload.
+    c.execute_command('DEBUG', 'RELOAD')
+    env.assertEqual(info(c, A)['round'], 'r2')
+    env.expect('SECKILL.RECV', B, A, 100, 'ROUND', ROUND).error().contains('another round')
+
+
+def test_peers_are_bounded():
+    """At most 1024 declared peers: every report and check stays bounded."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    peers = ['sale:{t.p%d}' % i for i in range(1025)]
+    env.expect('SECKILL.INIT', A, 10, 'SPLIT', ROUND, 1025, *peers).error().contains('SPLIT peer count')
+    env.assertEqual(c.exists(A), 0)
+    env.assertEqual(c.execute_command('SECKILL.INIT', A, 10, 'SPLIT', ROUND, 1024, *peers[:1024]), 'OK')
+    r = info(c, A)
+    env.assertEqual((len(r['peers']), r['sent'], r['received']), (1024, 0, 0))
+    env.expect('SECKILL.INIT', B, 10, 'SPLIT', ROUND, 2, A, A).error().contains('twice')
+    env.expect('SECKILL.INIT', B, 10, 'SPLIT', ROUND, 1, B).error().contains('differ')
