@@ -128,9 +128,11 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
               hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
               end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
               stream: Optional[str] = None, maxlen: Optional[int] = None,
-              replace: bool = False) -> List[Any]:
+              replace: bool = False, split: Optional[Sequence[Any]] = None) -> List[Any]:
     """SECKILL.INIT's argument list. Range checks stay with the module (it
-    names the bad argument); this only refuses what cannot be sent."""
+    names the bad argument); this only refuses what cannot be sent.
+    `split`: the `SPLIT round n peer ...` words of a split sale's key
+    (seckill.split_protocol.Layout.split_args)."""
     if maxlen is not None and stream is None:
         raise ValueError('maxlen needs a stream')
     args: List[Any] = ['SECKILL.INIT', key, int(total)]
@@ -142,6 +144,8 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
         args += ['STREAM', stream]
         if maxlen is not None:
             args += ['MAXLEN', int(maxlen)]
+    if split:
+        args += list(split)
     if replace:
         args.append('REPLACE')
     return args

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, Optional, Sequence
 
 from . import protocol as p
 from .protocol import ReconcileResult, Reserved, Settled
@@ -33,12 +33,14 @@ class Sale:
              hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
              end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
              stream: Optional[str] = None, maxlen: Optional[int] = None,
-             replace: bool = False) -> bool:
+             replace: bool = False, split: Optional[Sequence[Any]] = None) -> bool:
         """SECKILL.INIT. True when created (or replaced), False when the sale
-        already existed and nothing changed."""
+        already existed and nothing changed. `split`: `SPLIT round n peer
+        ...` for a key of a split sale (SplitSale passes it)."""
         return p.parse_init(self._call(p.init_args(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
-            end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace)))
+            end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
+            split=split)))
 
     def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
         """SECKILL.RESERVE -> Reserved(status, rid, remaining). Pass your own

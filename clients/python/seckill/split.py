@@ -13,10 +13,20 @@ seckill.split_protocol; this module only sends the commands.
     sale.confirm('user:42', rid)
 
 Thread-safe: one SplitSale may serve many threads (redis-py's clients are).
+
+Rounds: every create or replace gives the sale a new round id, INITed into
+every key (`SPLIT round n peer ...`) and stored in the layout; every SEND
+and RECV carries the round the object read from the layout, and a key of
+another round refuses it (STALEROUND) and changes nothing. On STALEROUND,
+or an audit that finds a key in another round, the object reloads the
+layout, drops every cached report and estimate, and runs the call once
+more under the new round; a second one raises StaleRound (a replace is
+under way, or was interrupted: finish it with create(..., replace=True)).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -24,11 +34,13 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MovedError, TimeoutError as RedisTimeoutError, TryAgainError
+from redis.exceptions import MovedError, ResponseError, TimeoutError as RedisTimeoutError
+from redis.exceptions import TryAgainError
 
 from . import protocol as p
 from . import split_protocol as sp
 from .sale import Sale
+from .split_protocol import RecoverError, StaleRound
 
 try:  # redis-py >= 4.1
     from redis.cluster import RedisCluster
@@ -43,6 +55,19 @@ class DriverStopped(RuntimeError):
     """Raised by a fault hook (tests): the driving client stops at a crash point."""
 
 
+class OrphanKeys(RuntimeError):
+    """create(): keys of the sale exist but its layout hash does not (it was
+    deleted or evicted). Creating over them would keep their stock and add
+    new stock beside it; recover() rebuilds the layout from them instead."""
+
+    def __init__(self, name: str, keys: Iterable[str]):
+        self.keys = sorted(keys)
+        super().__init__('split sale %r: keys %s exist without the layout %s: recover() '
+                         'rebuilds the layout from them (or create(..., replace=True) '
+                         'starts the sale over)' % (name, ', '.join(self.keys),
+                                                    sp.layout_key(name)))
+
+
 class SplitSale:
     """A split sale by name. `client` is a redis.cluster.RedisCluster or a
     plain redis.Redis (every key on one node). `wait_ms`: the WAIT timeout
@@ -53,7 +78,8 @@ class SplitSale:
     suffix `_sold_out` for calls that ended SOLD_OUT), and `reserve_calls`,
     `reserved`, `sold_out`, `pool_calls`, `refills`, `borrows`, `waits`,
     `wait_short` (WAIT saw no replica ack in time), `gave_up` (a SOLD_OUT
-    after MAX_ATTEMPTS rounds while stock was seen: should stay 0).
+    after MAX_ATTEMPTS rounds while stock was seen: should stay 0),
+    `stale_round` (layout reloads after STALEROUND or a key in another round).
     """
 
     def __init__(self, client: Any, name: str, *, wait_ms: int = 1000):
@@ -134,8 +160,8 @@ class SplitSale:
                     pipe.execute_command(*c)
                 out = pipe.execute(raise_on_error=False)
                 for x in out:
-                    if isinstance(x, _RETRYABLE):
-                        raise x
+                    if isinstance(x, ResponseError) and sp.is_stale_round(x):
+                        raise StaleRound(str(x))
                     if isinstance(x, Exception):
                         raise x
                 return out
@@ -171,6 +197,25 @@ class SplitSale:
             self._layout = sp.Layout.from_hash(h)
         return self._layout
 
+    def _reload(self) -> sp.Layout:
+        """The layout read again, every cache of the old round dropped."""
+        with self._lock:
+            self._layout = None
+            self._pool_est = None
+            self._pool_drained = None
+            self._verdict = None
+        self._count(stale_round=1)
+        return self.layout()
+
+    def _round_retry(self, fn: Callable[[], Any]) -> Any:
+        """fn() once more under a reloaded layout after STALEROUND; a second
+        StaleRound goes to the caller."""
+        try:
+            return fn()
+        except StaleRound:
+            self._reload()
+        return fn()
+
     def _masters(self) -> Tuple[Optional[Callable[[int], str]], List[str]]:
         if not self.cluster:
             return None, []
@@ -182,11 +227,14 @@ class SplitSale:
                start_ms: Optional[int] = None, end_ms: Optional[int] = None,
                ttl_s: Optional[int] = None, stream: bool = False, replace: bool = False,
                bmax: int = sp.DEFAULT_BMAX) -> bool:
-        """Creates the pool and the parts (SECKILL.INIT each), then the layout
-        hash. False when the sale exists and `replace` is not set (nothing
-        changes). A create interrupted half-way is finished by running it
-        again: placement is deterministic for a topology and INIT without
-        REPLACE leaves existing keys alone."""
+        """Creates the pool and the parts (SECKILL.INIT each, with `SPLIT
+        round n peer ...` under a new round id), then the layout hash. False
+        when the sale exists and `replace` is not set (nothing changes).
+        Raises OrphanKeys when keys of the sale exist without their layout
+        (the pool and part keys this placement uses, and every key they
+        name as peers): use recover(). With `replace`, a new round: every
+        key REPLACEd, the old keys the new layout drops deleted (found from
+        the old layout, or from the keys' peers when it is lost)."""
         lkey = sp.layout_key(self.name)
         old = self._call('HGETALL', lkey)
         if old and not replace:
@@ -197,16 +245,39 @@ class SplitSale:
         pool_tag, part_tags = sp.place(self.name, int(parts), owner, masters)
         lay = sp.make_layout(self.name, int(total), pool_tag, part_tags, limit=int(limit),
                              stream=stream, bmax=bmax)
-        common = dict(start_ms=start_ms, end_ms=end_ms, ttl_s=ttl_s, replace=replace)
-        Sale(self.r, lay.pool).init(lay.initial[0], **common)
-        for i, key in enumerate(lay.parts):
-            Sale(self.r, key).init(lay.initial[1 + i], limit=limit, hold_ms=hold_ms or None,
-                                   stream=lay.streams[i] if stream else None, **common)
-        if old and replace:
+        if old:
             if isinstance(old, (list, tuple)):
                 old = dict(zip(old[0::2], old[1::2]))
-            with_old = sp.Layout.from_hash(old)
-            for k in set(with_old.keys) - set(lay.keys):
+            old_keys = set(sp.layout_keys(old))
+        else:
+            probe = set(lay.keys) | {sp.tag_key(sp.pool_tag(self.name))} | {
+                sp.tag_key(sp.part_tag(self.name, i)) for i in range(int(parts))}
+            old_keys = set(self._existing(probe))
+            if old_keys and not replace:
+                raise OrphanKeys(self.name, old_keys)
+        self._fault('create_checked')
+        common = dict(start_ms=start_ms, end_ms=end_ms, ttl_s=ttl_s, replace=replace)
+        created = Sale(self.r, lay.pool).init(lay.initial[0], split=lay.split_args(lay.pool),
+                                              **common)
+        if not created:
+            # Another create got between our check and this INIT: its pool
+            # decides the round, as long as it made the same parts.
+            st = self._read([lay.pool])[lay.pool]
+            if st is None or st.round is None or st.peers != sorted(lay.parts):
+                raise RuntimeError('split sale %r: created concurrently with another layout '
+                                   '(pool %s: %s)' % (self.name, lay.pool, st and st.report))
+            lay = dataclasses.replace(lay, round=st.round)
+        for i, key in enumerate(lay.parts):
+            if not Sale(self.r, key).init(lay.initial[1 + i], limit=limit, hold_ms=hold_ms or None,
+                                          stream=lay.streams[i] if stream else None,
+                                          split=lay.split_args(key), **common):
+                st = self._read([key])[key]
+                if st is None or st.round != lay.round:
+                    raise RuntimeError('split sale %r: %s exists in round %s, not %s (an '
+                                       'interrupted create or replace: replace=True finishes it)'
+                                       % (self.name, key, st and st.round, lay.round))
+        if replace:
+            for k in old_keys - set(lay.keys):
                 self._call('DEL', k)
             self._call('DEL', lkey)
         args: List[Any] = ['HSET', lkey]
@@ -215,10 +286,67 @@ class SplitSale:
         self._call(*args)
         if ttl_s:
             self._call('EXPIRE', lkey, int(ttl_s))
-        self._layout = lay
-        self._pool_est = lay.initial[0]
-        self._pool_drained = None
-        return True
+        with self._lock:
+            self._layout = lay
+            self._pool_est = lay.initial[0]
+            self._pool_drained = None
+            self._verdict = None
+        return created
+
+    def _existing(self, keys: Iterable[str]) -> Dict[str, sp.KeyState]:
+        """The keys among `keys` that exist, and every key they name as a
+        peer (and so on) that exists: {key: state}."""
+        states = self._read(sorted(set(keys)))
+        while True:
+            more = sp.unread_peers(states)
+            if not more:
+                return {k: v for k, v in states.items() if v is not None}
+            states.update(self._read(more))
+
+    def recover(self, stream: Optional[bool] = None, limit: int = 1, bmax: int = sp.DEFAULT_BMAX,
+                hint: Iterable[str] = (), salts: int = 64) -> sp.Layout:
+        """Rebuilds a lost layout hash from the sale's keys. The keys are
+        found from the pool's and part 0's tags (salts 0 .. salts-1, see
+        split_protocol.probe_keys) and `hint`, then from the peers each key
+        declares; the layout comes from their INFO (round, peers, INIT
+        totals: split_protocol.recover_layout). Refused (RecoverError,
+        nothing written) when a peer is missing, the keys are in different
+        rounds, or their peers disagree; LookupError when no key exists;
+        RuntimeError when the layout exists. `stream`: whether the parts
+        have streams (None: when any part's `:events` stream exists);
+        `limit`: the parts' LIMIT as the layout records it (INFO does not
+        show it); the layout takes the pool's TTL."""
+        lkey = sp.layout_key(self.name)
+        if self._call('EXISTS', lkey):
+            raise RuntimeError('split sale %r: the layout %s exists' % (self.name, lkey))
+        states = {k: v for k, v in self._read(sp.probe_keys(self.name, salts) + list(hint)).items()
+                  if v is not None}
+        if not states:
+            raise LookupError('split sale %r: no key found' % self.name)
+        while True:
+            more = sp.unread_peers(states)
+            if not more:
+                break
+            states.update(self._read(more))
+        lay = sp.recover_layout(self.name, states, streams=False, limit=int(limit), bmax=bmax)
+        if stream is None:
+            stream = any(self._call('EXISTS', sp.stream_key(sp.key_tag(k))) for k in lay.parts)
+        if stream:
+            lay = dataclasses.replace(lay, streams=tuple(sp.stream_key(sp.key_tag(k))
+                                                         for k in lay.parts))
+        args: List[Any] = ['HSET', lkey]
+        for f, v in lay.to_hash().items():
+            args += [f, v]
+        self._call(*args)
+        ttl = int(self._call('PTTL', lay.pool))
+        if ttl > 0:
+            self._call('PEXPIRE', lkey, ttl)
+        with self._lock:
+            self._layout = lay
+            self._pool_est = None
+            self._pool_drained = None
+            self._verdict = None
+        return lay
 
     def streams(self) -> List[str]:
         """The part stream keys (empty when created without stream=True)."""
@@ -226,12 +354,13 @@ class SplitSale:
 
     # ------------------------------------------------------------ transfers
 
-    def _send(self, src: str, dst: str, qty: int, min_: int = 1, tid: Optional[str] = None,
-              wait: bool = True) -> Tuple[int, int, int, Optional[int]]:
-        """SEND (and WAIT 1 on the same connection when the source has
-        replicas): (taken, sent_total, src remaining, replicas acked or None)."""
+    def _send(self, src: str, dst: str, qty: int, round_: str, min_: int = 1,
+              tid: Optional[str] = None, wait: bool = True) -> Tuple[int, int, int, Optional[int]]:
+        """SEND ... ROUND round_ (and WAIT 1 on the same connection when the
+        source has replicas): (taken, sent_total, src remaining, replicas
+        acked or None). StaleRound when src is in another round."""
         tid = tid or sp.transfer_id()
-        cmds: List[List[Any]] = [['SECKILL.SEND', src, dst, int(qty), 'MIN', int(min_), 'TID', tid]]
+        cmds: List[List[Any]] = [sp.send_args(src, dst, qty, min_, tid, round_)]
         waiting = wait and self._replicas(src) > 0
         if waiting:
             cmds.append(['WAIT', 1, self.wait_ms])
@@ -245,18 +374,18 @@ class SplitSale:
             self._count(waits=1, wait_short=1 if acked < 1 else 0)
         return taken, sent_total, remaining, acked
 
-    def _recv(self, dst: str, src: str, sent_total: int) -> Tuple[int, int, int]:
-        out = self._on_node(dst, [['SECKILL.RECV', dst, src, int(sent_total)]])
+    def _recv(self, dst: str, src: str, sent_total: int, round_: str) -> Tuple[int, int, int]:
+        """RECV ... ROUND round_. StaleRound when dst is in another round."""
+        out = self._on_node(dst, [sp.recv_args(dst, src, sent_total, round_)])
         if out[0] is None:                    # the destination key is gone
             return 0, 0, 0
         credited, received, remaining = (int(x) for x in out[0])
         return credited, received, remaining
 
-    def _transfer(self, src: str, dst: str, qty: int, path: str, rt: Counter,
+    def _transfer(self, lay: sp.Layout, src: str, dst: str, qty: int, path: str, rt: Counter,
                   min_: int = 1) -> int:
-        """SEND src->dst, WAIT, RECV: the units credited to dst."""
-        lay = self.layout()
-        taken, sent_total, src_left, _acked = self._send(src, dst, qty, min_)
+        """SEND src->dst, WAIT, RECV, in `lay`'s round: the units credited to dst."""
+        taken, sent_total, src_left, _acked = self._send(src, dst, qty, lay.round, min_)
         rt[path] += 1
         if src == lay.pool:
             self._pool_est = src_left
@@ -265,15 +394,14 @@ class SplitSale:
         self._fault('after_wait')
         if taken == 0:
             return 0
-        credited, _received, _left = self._recv(dst, src, sent_total)
+        credited, _received, _left = self._recv(dst, src, sent_total, lay.round)
         rt[path] += 1
         self._fault('after_recv')
         return credited
 
-    def _refill(self, home: str, need: int, rt: Counter) -> int:
+    def _refill(self, lay: sp.Layout, home: str, need: int, rt: Counter) -> int:
         """Home part <- pool, a batch of clamp(ceil(pool/2P), 1, Bmax) or
         `need` if more. One refill per part at a time in this process."""
-        lay = self.layout()
         if need == 0:
             with self._lock:
                 if home in self._refilling:
@@ -288,7 +416,7 @@ class SplitSale:
             if self._pool_est <= 0:
                 return 0
             qty = max(need, sp.batch_size(self._pool_est, len(lay.parts), lay.bmax))
-            got = self._transfer(lay.pool, home, qty, 'refill', rt)
+            got = self._transfer(lay, lay.pool, home, qty, 'refill', rt)
             if got:
                 self._count(refills=1)
             return got
@@ -299,9 +427,10 @@ class SplitSale:
 
     # ------------------------------------------------------------ state
 
-    def _states(self, use_cache: bool) -> Dict[str, Optional[sp.KeyState]]:
-        lay = self.layout()
+    def _states(self, lay: sp.Layout, use_cache: bool) -> Dict[str, Optional[sp.KeyState]]:
         cached = self._pool_drained if use_cache else None
+        if cached is not None and cached.round != lay.round:
+            cached = None
         keys = list(lay.parts) if cached is not None else list(lay.keys)
         states = self._read(keys)
         if cached is not None:
@@ -310,7 +439,7 @@ class SplitSale:
         else:
             self._count(state_reads=len(keys), pool_calls=1)
             pool = states.get(lay.pool)
-            if pool is not None:
+            if pool is not None and pool.round == lay.round:
                 self._pool_est = pool.remaining
                 if pool.remaining == 0:
                     self._pool_drained = pool
@@ -330,14 +459,20 @@ class SplitSale:
                 out[(src, dst)] = (sent, got)
         return out
 
-    def _audit(self, use_cache: bool = False, rounds: int = 3) -> Tuple[sp.Audit, Dict, Dict]:
+    def _audit(self, use_cache: bool = False, rounds: int = 3, stale_ok: bool = False,
+               lay: Optional[sp.Layout] = None) -> Tuple[sp.Audit, Dict, Dict]:
         """An audit whose negative pairs are confirmed (or gone after a
-        fresh round): (audit, confirmed negative pairs, the states read)."""
-        lay = self.layout()
+        fresh round): (audit, confirmed negative pairs, the states read).
+        StaleRound when a key is in another round than the layout's (unless
+        `stale_ok`: info() reports it): nothing may be planned from it."""
+        lay = lay or self.layout()
         for _ in range(rounds):
-            states = self._states(use_cache)
+            states = self._states(lay, use_cache)
             a = sp.audit(lay, states)
-            if not a.negative:
+            if a.stale and not stale_ok:
+                raise StaleRound('split sale %r: %s' % (self.name, '; '.join(
+                    x for x in a.problems if 'round' in x or 'split sale' in x)))
+            if a.stale or not a.negative:
                 return a, {}, states
             confirmed = self._confirm_negative(a)
             if len(confirmed) == len(a.negative):
@@ -349,9 +484,15 @@ class SplitSale:
         """The whole sale (SPEC): total, remaining, pending, confirmed,
         released, in_flight, invariant, pool, parts; plus lost_debit (units
         a destination received that its source no longer shows as sent),
-        problems (why invariant is broken) and flights (pairs in flight)."""
+        problems (why invariant is broken), flights (pairs in flight) and
+        round. A key in another round than the layout read makes it read
+        the layout again, once; still so, the sale is `broken` and
+        `problems` names the keys (an interrupted create or replace)."""
+        a, confirmed, states = self._audit(use_cache=False, stale_ok=True)
+        if a.stale:
+            self._reload()
+            a, confirmed, states = self._audit(use_cache=False, stale_ok=True)
         lay = self.layout()
-        a, confirmed, states = self._audit(use_cache=False)
 
         def entry(k: str) -> Dict[str, Any]:
             st = states.get(k)
@@ -364,7 +505,7 @@ class SplitSale:
                 'invariant': 'ok' if not problems else 'broken',
                 'pool': entry(lay.pool), 'parts': [entry(k) for k in lay.parts],
                 'lost_debit': sum(g - s for s, g in confirmed.values()),
-                'problems': problems,
+                'problems': problems, 'round': a.round,
                 'flights': {'%s>%s' % k: v for k, v in a.flights.items()}}
 
     # ------------------------------------------------------------ repair
@@ -379,20 +520,22 @@ class SplitSale:
             self._count(waits=1, wait_short=1 if int(out[1]) < 1 else 0)
 
     def _run_repair(self, a: sp.Audit, confirmed: Mapping, rt: Optional[Counter] = None) -> Tuple[int, Dict[str, int]]:
-        """Executes repair_plan: (steps that changed something, credits per key)."""
+        """Executes repair_plan in the audit's round: (steps that changed
+        something, credits per key)."""
         done = 0
         credits: Dict[str, int] = {}
         for step in sp.repair_plan(a, confirmed):
             if step.action == sp.RECV:
                 self._fence_wait(step.src)
-                credited, _r, _left = self._recv(step.dst, step.src, step.amount)
+                credited, _r, _left = self._recv(step.dst, step.src, step.amount, a.round)
                 if rt is not None:
                     rt['repair'] += 2 if self._replicas(step.src) else 1
                 if credited:
                     done += 1
                     credits[step.dst] = credits.get(step.dst, 0) + credited
             else:
-                taken, _s, _left, _ack = self._send(step.src, step.dst, step.amount, 1, step.tid)
+                taken, _s, _left, _ack = self._send(step.src, step.dst, step.amount, a.round, 1,
+                                                    step.tid)
                 if rt is not None:
                     rt['repair'] += 1
                 if taken:
@@ -408,9 +551,10 @@ class SplitSale:
         debits (a source that no longer shows a SEND its destination
         received: SEND the difference again under a deterministic TID).
         Returns how many transfers it re-drove."""
-        a, confirmed, _states = self._audit(use_cache=False)
-        done, _ = self._run_repair(a, confirmed)
-        return done
+        def once() -> int:
+            a, confirmed, _states = self._audit(use_cache=False)
+            return self._run_repair(a, confirmed)[0]
+        return self._round_retry(once)
 
     # ------------------------------------------------------------ reserve
 
@@ -423,11 +567,22 @@ class SplitSale:
         bring stock home (pool refill, then a borrow from the richest
         parts, after completing anything in flight) and try again; the
         answer is SOLD_OUT only when no key holds `qty` and nothing is in
-        flight. (status, reservation id)."""
+        flight. (status, reservation id). A transfer or audit that meets
+        another round (the sale was replaced) reloads the layout and runs the
+        call once more (its RESERVE had answered SOLD_OUT: nothing was
+        taken); a second time raises StaleRound."""
         try:
             lay = self.layout()
         except LookupError:
             return p.NO_SALE, None
+        try:
+            return self._reserve(lay, user, qty, reqid)
+        except StaleRound:
+            lay = self._reload()
+        return self._reserve(lay, user, qty, reqid)
+
+    def _reserve(self, lay: sp.Layout, user: str, qty: int,
+                 reqid: Optional[str]) -> Tuple[str, Optional[str]]:
         t0 = time.monotonic()
         home = lay.home(user)
         args = p.reserve_args(home, user, qty, reqid)
@@ -436,7 +591,10 @@ class SplitSale:
         rt: Counter = Counter()
         if res.status == p.RESERVED:
             if sp.crossed_low(res.remaining, qty, lay.low) and self._pool_est != 0:
-                self._refill(home, 0, rt)
+                try:
+                    self._refill(lay, home, 0, rt)
+                except StaleRound:      # the reservation stands; the next call is in the new round
+                    self._reload()
             self._count(reserved=1)
             self._finish(rt, True)
             return res.status, res.rid
@@ -481,10 +639,10 @@ class SplitSale:
                 credited = 0
                 path = 'refill'
                 if self._pool_est != 0:
-                    credited = self._refill(home, need, rt)
+                    credited = self._refill(lay, home, need, rt)
                 if credited < need:
                     t_snap = time.monotonic()
-                    a, _confirmed, _states = self._audit(use_cache=True, rounds=1)
+                    a, _confirmed, _states = self._audit(use_cache=True, rounds=1, lay=lay)
                     rt['state'] += 1
                     if a.in_flight:
                         _n, credits = self._run_repair(a, {}, rt)
@@ -502,7 +660,7 @@ class SplitSale:
                     for donor, take in sp.borrow_plan(home, need - credited, remainders,
                                                        len(lay.parts), lay.bmax, lay.pool):
                         path = 'refill' if donor == lay.pool else 'borrow'
-                        got = self._transfer(donor, home, take, path, rt)
+                        got = self._transfer(lay, donor, home, take, path, rt)
                         if got and path == 'borrow':
                             self._count(borrows=1)
                         credited += got
@@ -548,7 +706,12 @@ class SplitSale:
         take its released / unknown orders back first brings it home (pool,
         then the richest parts, as reserve does), then APPLYs; `borrowed`
         is the units it moved."""
-        lay = self.layout()
+        orders = list(orders)
+        return self._round_retry(lambda: self._reconcile(self.layout(), orders, apply,
+                                                         chunk_size))
+
+    def _reconcile(self, lay: sp.Layout, orders: List[Any], apply: bool,
+                   chunk_size: int) -> Dict[str, Any]:
         groups = sp.group_orders(lay, orders)
         results: Dict[str, p.ReconcileResult] = {}
         borrowed = 0
@@ -561,24 +724,23 @@ class SplitSale:
                     merged['orders_%s_ids' % c] = first.ids[c]
                 short = sp.shortfall(merged, rows)
                 if short:
-                    borrowed += self._bring_home(key, short)
+                    borrowed += self._bring_home(lay, key, short)
             results[key] = sale.reconcile(rows, apply=apply, chunk_size=chunk_size)
         out = sp.merge_parts(results)
         out['borrowed'] = borrowed
         return out
 
-    def _bring_home(self, home: str, need: int) -> int:
-        lay = self.layout()
+    def _bring_home(self, lay: sp.Layout, home: str, need: int) -> int:
         rt: Counter = Counter()
         got = 0
         for _ in range(MAX_ATTEMPTS):
             if got >= need:
                 break
             if self._pool_est != 0:
-                got += self._refill(home, need - got, rt)
+                got += self._refill(lay, home, need - got, rt)
                 if got >= need:
                     break
-            a, _c, _s = self._audit(use_cache=False, rounds=1)
+            a, _c, _s = self._audit(use_cache=False, rounds=1, lay=lay)
             if a.in_flight:
                 _n, credits = self._run_repair(a, {})
                 got += credits.get(home, 0)
@@ -588,7 +750,8 @@ class SplitSale:
             if not plan:
                 break
             for donor, take in plan:
-                got += self._transfer(donor, home, min(take, need - got) if donor != lay.pool else take,
+                got += self._transfer(lay, donor, home,
+                                      min(take, need - got) if donor != lay.pool else take,
                                       'borrow', rt)
         return got
 

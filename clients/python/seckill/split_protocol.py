@@ -17,6 +17,12 @@ masters, and a layout hash that any process reads to open the sale:
 A tag that would put a key on a master already used gets a salt
 (`N.p1.7`), the first salt 1, 2, ... that lands on an unused master; the
 layout stores the tags chosen, so readers never recompute them.
+
+Every key of a sale is INITed with `SPLIT round n peer ...`: the sale's
+round id (new for every create and replace) and the keys it may transfer
+with. SEND and RECV carry the round (`ROUND r`); a key of another round
+answers an error whose first word is STALEROUND and changes nothing, so a
+client that missed a replace cannot move stock into the new round.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ from __future__ import annotations
 import binascii
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import protocol as p
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2                # 2: rounds (INIT ... SPLIT, SEND/RECV ... ROUND)
 ROUTE = 'sha256-be64-mod'         # the routing function's name in the layout
 PREFIX = 'sale:'
 INITIAL_PERMILLE = 600            # parts start with 60% of the stock, the pool keeps the rest
@@ -37,8 +44,18 @@ DEFAULT_BMAX = 1000               # the largest refill batch
 MAX_SALT = 100_000                # placement gives up (reuses a master) after this many salts
 SLOTS = 16384
 
+MAX_ROUND_BYTES = 64
+MAX_PEERS = 1024
+
 # Path names for the counters of extra round trips (bench and stats).
 PATHS = ('refill', 'borrow', 'state', 'repair')
+
+STALE = 'STALEROUND'              # the first word of the module's error for another round
+
+
+class StaleRound(RuntimeError):
+    """A key answered STALEROUND: it is in another round than the one this
+    client believes in (the sale was replaced, or a replace is under way)."""
 
 
 # ---------------------------------------------------------------- slots and names
@@ -95,6 +112,25 @@ def part_tag(name: str, i: int, salt: int = 0) -> str:
 
 def pool_tag(name: str, salt: int = 0) -> str:
     return '%s.pool' % name + ('.%d' % salt if salt else '')
+
+
+def parse_tag(name: str, tag: str) -> Optional[Tuple[str, Optional[int]]]:
+    """('pool', None) or ('part', i) for a tag this sale's placement can make
+    (`N.pool`, `N.p<i>`, each optionally `.<salt>`), else None."""
+    m = re.fullmatch(re.escape(name) + r'\.(?:(pool)|p(0|[1-9][0-9]*))(?:\.([1-9][0-9]*))?', tag)
+    if m is None:
+        return None
+    return ('pool', None) if m.group(1) else ('part', int(m.group(2)))
+
+
+def probe_keys(name: str, salts: int = 64) -> List[str]:
+    """Where a sale's keys may be when its layout is lost: the pool's and
+    part 0's tags with salt 0 .. salts-1 (placement takes the first salt
+    that lands on the least-used master: small on any real cluster). Any
+    one of them that exists names every other key as a peer."""
+    check_name(name)
+    return ([tag_key(pool_tag(name, s)) for s in range(salts)]
+            + [tag_key(part_tag(name, 0, s)) for s in range(salts)])
 
 
 def place(name: str, parts: int, owner: Optional[Callable[[int], str]] = None,
@@ -175,6 +211,38 @@ def transfer_id(rand: Optional[bytes] = None) -> str:
     return 't.' + (rand if rand is not None else os.urandom(8)).hex()
 
 
+def new_round(rand: Optional[bytes] = None) -> str:
+    """A fresh round id: 16 random hex digits (made by the creating client
+    for every create and replace)."""
+    return (rand if rand is not None else os.urandom(8)).hex()
+
+
+def check_round(round_: str) -> str:
+    if not isinstance(round_, str) or not 1 <= len(round_.encode('utf-8')) <= MAX_ROUND_BYTES:
+        raise ValueError('a round id is 1 to %d bytes, got %r' % (MAX_ROUND_BYTES, round_))
+    return round_
+
+
+def send_args(src: str, dst: str, qty: int, min_: int, tid: str, round_: str) -> List[Any]:
+    """SECKILL.SEND src dst qty MIN m TID tid ROUND round."""
+    return ['SECKILL.SEND', src, dst, int(qty), 'MIN', int(min_), 'TID', tid,
+            'ROUND', check_round(round_)]
+
+
+def recv_args(dst: str, src: str, sent_total: int, round_: str) -> List[Any]:
+    """SECKILL.RECV dst src sent_total ROUND round."""
+    return ['SECKILL.RECV', dst, src, int(sent_total), 'ROUND', check_round(round_)]
+
+
+def is_stale_round(error: Any) -> bool:
+    """True for the module's refusal of another round: an error reply whose
+    first word is STALEROUND (redis-py: a ResponseError with that text)."""
+    words = str(error).split(None, 2)
+    if words[:1] == ['ERR'] and len(words) > 1:    # a client that keeps the ERR prefix
+        words = words[1:]
+    return bool(words) and words[0] == STALE
+
+
 def debit_id(dst_key: str, received_total: int) -> str:
     """The id of a repair's re-debit: a function of the destination and its
     received total, so two repairers never debit twice for one loss."""
@@ -221,11 +289,26 @@ class Layout:
     bmax: int = DEFAULT_BMAX
     low: int = 1
     initial: Tuple[int, ...] = ()     # INIT totals: pool, then parts
+    round: str = ''                   # the round id every key was INITed with
     version: int = LAYOUT_VERSION
 
     @property
     def keys(self) -> Tuple[str, ...]:
         return (self.pool,) + self.parts
+
+    def peers(self, key: str) -> List[str]:
+        """The peers `key` is INITed with: the pool's are every part, a
+        part's the pool and the other parts."""
+        if key == self.pool:
+            return list(self.parts)
+        if key not in self.parts:
+            raise KeyError(key)
+        return [self.pool] + [k for k in self.parts if k != key]
+
+    def split_args(self, key: str) -> List[Any]:
+        """INIT's `SPLIT round n peer ...` for `key`."""
+        peers = self.peers(key)
+        return ['SPLIT', check_round(self.round), len(peers)] + peers
 
     def home(self, user: str) -> str:
         return self.parts[route(user, len(self.parts))]
@@ -234,7 +317,7 @@ class Layout:
         h = {'version': str(self.version), 'route': ROUTE, 'name': self.name,
              'total': str(self.total), 'parts': str(len(self.parts)), 'pool': self.pool,
              'limit': str(self.limit), 'bmax': str(self.bmax), 'low': str(self.low),
-             'initial': ','.join(str(x) for x in self.initial)}
+             'initial': ','.join(str(x) for x in self.initial), 'round': self.round}
         for i, k in enumerate(self.parts):
             h['part.%d' % i] = k
         for i, s in enumerate(self.streams):
@@ -253,21 +336,36 @@ class Layout:
         n = int(f['parts'])
         streams = tuple(f['stream.%d' % i] for i in range(n) if 'stream.%d' % i in f)
         initial = tuple(int(x) for x in f.get('initial', '').split(',') if x)
+        if not f.get('round'):
+            raise p.ProtocolError('split layout without a round')
         return cls(name=f['name'], total=int(f['total']), pool=f['pool'],
                    parts=tuple(f['part.%d' % i] for i in range(n)), streams=streams,
                    limit=int(f.get('limit', 1)), bmax=int(f.get('bmax', DEFAULT_BMAX)),
-                   low=int(f.get('low', 1)), initial=initial, version=version)
+                   low=int(f.get('low', 1)), initial=initial, round=f['round'],
+                   version=version)
+
+
+def layout_keys(h: Mapping[Any, Any]) -> List[str]:
+    """The pool and part keys a layout hash of any version names (a replace
+    deletes the old ones that the new layout drops)."""
+    f = {p.text(k): p.text(v) for k, v in h.items()}
+    keys = [f['pool']] if f.get('pool') else []
+    return keys + [v for k, v in sorted(f.items()) if re.fullmatch(r'part\.[0-9]+', k)]
 
 
 def make_layout(name: str, total: int, pool_tag_: str, part_tags: Sequence[str], *,
                 limit: int = 1, stream: bool = False, bmax: int = DEFAULT_BMAX,
-                permille: int = INITIAL_PERMILLE) -> Layout:
+                permille: int = INITIAL_PERMILLE, round_: Optional[str] = None) -> Layout:
+    """A new layout; `round_` defaults to a fresh round id."""
+    if len(part_tags) + 1 > MAX_PEERS + 1:
+        raise ValueError('at most %d parts' % MAX_PEERS)
     pool_total, part_totals = split_stock(total, len(part_tags), permille)
     return Layout(name=name, total=total, pool=tag_key(pool_tag_),
                   parts=tuple(tag_key(t) for t in part_tags),
                   streams=tuple(stream_key(t) for t in part_tags) if stream else (),
                   limit=limit, bmax=bmax, low=low_water(pool_total, len(part_tags), bmax),
-                  initial=(pool_total,) + tuple(part_totals))
+                  initial=(pool_total,) + tuple(part_totals),
+                  round=check_round(round_ if round_ is not None else new_round()))
 
 
 # ---------------------------------------------------------------- state and audit
@@ -286,6 +384,12 @@ class KeyState:
     sent: Dict[str, int] = field(default_factory=dict)
     received: Dict[str, int] = field(default_factory=dict)
     report: Dict[str, Any] = field(default_factory=dict)
+    round: Optional[str] = None       # None: a plain sale (not INITed with SPLIT)
+
+    @property
+    def peers(self) -> List[str]:
+        """The declared peers (INFO lists every one, sorted)."""
+        return sorted(set(self.sent) | set(self.received))
 
 
 def key_state(key: str, report: Optional[Mapping[str, Any]]) -> Optional[KeyState]:
@@ -301,7 +405,8 @@ def key_state(key: str, report: Optional[Mapping[str, Any]]) -> Optional[KeyStat
     return KeyState(key=key, total=int(report['total']), remaining=int(report['remaining']),
                     pending=int(report['pending']), confirmed=int(report['confirmed']),
                     released=int(report.get('released', 0)), invariant=str(report['invariant']),
-                    sent=sent, received=received, report=dict(report))
+                    sent=sent, received=received, report=dict(report),
+                    round=report.get('round'))
 
 
 @dataclass
@@ -327,6 +432,8 @@ class Audit:
     missing: List[str] = field(default_factory=list)
     problems: List[str] = field(default_factory=list)
     remainders: Dict[str, int] = field(default_factory=dict)
+    stale: Dict[str, Optional[str]] = field(default_factory=dict)   # key -> its round, not the layout's
+    round: str = ''                   # the layout's round: every step planned from it carries it
 
     @property
     def lost_debit(self) -> int:
@@ -344,10 +451,13 @@ class Audit:
 
 def audit(layout: Layout, states: Mapping[str, Optional[KeyState]]) -> Audit:
     """Checks `sum(remaining + pending + confirmed) + in_flight == total`
-    and everything it rests on: every key present, each key's own invariant
-    ok, the INIT totals summing to the sale's total, no negative pair, no
-    transfer with a key outside the sale."""
-    a = Audit(total=layout.total)
+    and everything it rests on: every key present and in the layout's
+    round, each key's own invariant ok, the INIT totals summing to the
+    sale's total, no negative pair, no transfer with a key outside the
+    sale. A key in another round (`stale`) means the layout read is not the
+    one the keys follow (the sale was replaced since, or a replace is under
+    way): a client reloads the layout rather than act on such an audit."""
+    a = Audit(total=layout.total, round=layout.round)
     keys = layout.keys
     members = set(keys)
     init_sum = 0
@@ -356,6 +466,11 @@ def audit(layout: Layout, states: Mapping[str, Optional[KeyState]]) -> Audit:
         if st is None:
             a.missing.append(k)
             continue
+        if st.round != layout.round:
+            a.stale[k] = st.round
+            a.problems.append('%s: %s, the layout says round %s' % (
+                k, 'round %s' % st.round if st.round is not None else 'not a part of a split sale',
+                layout.round))
         a.remaining += st.remaining
         a.pending += st.pending
         a.confirmed += st.confirmed
@@ -397,6 +512,83 @@ def sold_out(a: Audit, qty: int) -> bool:
     """The only SOLD_OUT a split sale answers: no key holds the units and
     nothing is in flight that could bring them."""
     return a.remaining < qty and a.in_flight == 0
+
+
+# ---------------------------------------------------------------- keys without a layout
+
+class RecoverError(ValueError):
+    """The keys found cannot be one split sale (missing, different rounds,
+    peers that disagree): nothing is written."""
+
+
+def unread_peers(states: Mapping[str, Optional[KeyState]]) -> List[str]:
+    """Peers named by the keys read so far that were not read yet: reading
+    them, and repeating, finds every key of the round of any key found."""
+    seen = set(states)
+    out = set()
+    for st in states.values():
+        if st is not None:
+            out.update(x for x in st.peers if x not in seen)
+    return sorted(out)
+
+
+def recover_layout(name: str, states: Mapping[str, Optional[KeyState]], *, streams: bool = False,
+                   limit: int = 1, bmax: int = DEFAULT_BMAX) -> Layout:
+    """The layout of a sale whose layout hash is lost, from the keys alone:
+    `states` holds the INFO of every key found (unread_peers() empty). The
+    pool is the key tagged `N.pool[.s]`, part i the key tagged `N.p<i>[.s]`;
+    the INIT totals are each key's `total`, the round the one round every
+    key is in. Refused (RecoverError) when a key a peer list names is
+    missing, a key is not one this sale's placement makes, two keys claim
+    the pool or one part, the parts are not 0 .. P-1, the keys are in
+    different rounds (or one is a plain sale), or a key's declared peers are
+    not exactly what the layout gives it. `streams`, `limit`: what INFO
+    does not show (the caller finds the streams; limit is informative)."""
+    check_name(name)
+    missing = sorted(k for k, st in states.items() if st is None)
+    if missing:
+        raise RecoverError('split sale %r: keys named as peers do not exist: %s'
+                           % (name, ', '.join(missing)))
+    if not states:
+        raise RecoverError('split sale %r: no key found' % name)
+    pool: Optional[str] = None
+    parts: Dict[int, str] = {}
+    for key in sorted(states):
+        tag = key_tag(key)
+        kind = parse_tag(name, tag) if key == tag_key(tag) else None
+        if kind is None:
+            raise RecoverError('split sale %r: %s is not a key of its placement' % (name, key))
+        if kind[0] == 'pool':
+            if pool is not None:
+                raise RecoverError('split sale %r: two pools, %s and %s' % (name, pool, key))
+            pool = key
+        else:
+            i = kind[1]
+            if i in parts:
+                raise RecoverError('split sale %r: two keys for part %d, %s and %s'
+                                   % (name, i, parts[i], key))
+            parts[i] = key
+    if pool is None:
+        raise RecoverError('split sale %r: no pool among %s' % (name, ', '.join(sorted(states))))
+    if sorted(parts) != list(range(len(parts))) or not parts:
+        raise RecoverError('split sale %r: parts %s, not 0 .. P-1' % (name, sorted(parts)))
+    rounds = {k: st.round for k, st in states.items()}
+    if len(set(rounds.values())) != 1 or None in rounds.values():
+        raise RecoverError('split sale %r: the keys are in different rounds (%s): finish the '
+                           'create or replace that was interrupted (create(..., replace=True))'
+                           % (name, ', '.join('%s %s' % (k, rounds[k] or 'plain')
+                                              for k in sorted(rounds))))
+    part_keys = tuple(parts[i] for i in range(len(parts)))
+    initial = (states[pool].total,) + tuple(states[k].total for k in part_keys)
+    lay = Layout(name=name, total=sum(initial), pool=pool, parts=part_keys,
+                 streams=tuple(stream_key(key_tag(k)) for k in part_keys) if streams else (),
+                 limit=limit, bmax=bmax, low=low_water(initial[0], len(part_keys), bmax),
+                 initial=initial, round=next(iter(rounds.values())))
+    for k in lay.keys:
+        if states[k].peers != sorted(lay.peers(k)):
+            raise RecoverError('split sale %r: %s declares peers %s, the layout gives it %s'
+                               % (name, k, states[k].peers, sorted(lay.peers(k))))
+    return lay
 
 
 # ---------------------------------------------------------------- repair
@@ -469,8 +661,10 @@ def merge_parts(results: Mapping[str, p.ReconcileResult]) -> Dict[str, Any]:
     return out
 
 
-__all__ = ['LAYOUT_VERSION', 'ROUTE', 'PATHS', 'key_slot', 'hash_tag', 'layout_key', 'tag_key',
-           'stream_key', 'place', 'route', 'split_stock', 'batch_size', 'low_water', 'crossed_low',
+__all__ = ['LAYOUT_VERSION', 'ROUTE', 'PATHS', 'STALE', 'StaleRound', 'RecoverError', 'key_slot',
+           'hash_tag', 'layout_key', 'tag_key', 'stream_key', 'parse_tag', 'probe_keys', 'place',
+           'route', 'new_round', 'send_args', 'recv_args', 'is_stale_round', 'unread_peers',
+           'recover_layout', 'layout_keys', 'split_stock', 'batch_size', 'low_water', 'crossed_low',
            'transfer_id', 'debit_id', 'borrow_plan', 'Layout', 'make_layout', 'KeyState',
            'key_state', 'Audit', 'audit', 'sold_out', 'RepairStep', 'repair_plan',
            'group_orders', 'shortfall', 'merge_parts']

@@ -22,6 +22,11 @@ def test_init_args_full_and_minimal():
         'TTL', 60, 'STREAM', 'k:ev', 'MAXLEN', 1000, 'REPLACE']
 
 
+def test_init_args_split():
+    assert p.init_args('k', 10, split=['SPLIT', 'r1', 2, 'a', 'b'], replace=True) == [
+        'SECKILL.INIT', 'k', 10, 'SPLIT', 'r1', 2, 'a', 'b', 'REPLACE']
+
+
 def test_init_args_maxlen_needs_stream():
     with pytest.raises(ValueError):
         p.init_args('k', 1, maxlen=5)

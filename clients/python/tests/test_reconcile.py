@@ -212,3 +212,143 @@ def test_a_running_worker_survives_flushall_and_rebuild(db, r):
         sale.reserve('u2', reqid='b')
         wait_for(lambda: store.order('b') is not None, what='order b after the rebuild')
     assert w.stats.ledger.collisions == 0 and len(store.orders(KEY)) == 2
+
+
+def test_rebuild_with_buyers_racing_it(db, r, redis_server):
+    """Issue 14 finding 1, the reviewer's reproduction: 90 of 100 units sold
+    with order ids, 80 paid; FLUSHALL; four threads keep calling RESERVE
+    while `python -m seckill rebuild` runs. The rebuilt sale must hold the
+    whole ledger before the first new RESERVE succeeds: new buyers get at
+    most the 10 units the ledger leaves, no PAID order ends in conflict,
+    every unpaid hold comes back pending."""
+    import threading
+    import time
+    total, sold, paid = 100, 90, 80
+    store = db.store()
+    cfg = make_sale(store, r, total=total, hold_ms=600_000, limit=1)
+    sale = Sale(r, KEY)
+    for i in range(sold):
+        assert sale.reserve('u%d' % i, reqid='o%d' % i).status == 'RESERVED'
+    Worker(r, store, [cfg], consumer='w').drain()
+    for i in range(paid):
+        assert pay(store, sale, 'o%d' % i, 'p%d' % i).outcome == 'PAID'
+    r.flushall()
+
+    stop = threading.Event()
+    lock = threading.Lock()
+    calls = []                       # (status, monotonic time)
+
+    def buyer(t):
+        c = redis_server.client()
+        s = Sale(c, KEY)
+        i = 0
+        while not stop.is_set():
+            res = s.reserve('n%d-%d' % (t, i), reqid='n%d-%d' % (t, i))
+            i += 1
+            with lock:
+                calls.append((res.status, time.monotonic()))
+        c.close()
+
+    threads = [threading.Thread(target=buyer, args=(t,), daemon=True) for t in range(4)]
+    for t in threads:
+        t.start()
+    cli = [sys.executable, '-m', 'seckill', '--redis', redis_server.url, '--db', db.url]
+    t0 = time.monotonic()
+    res = subprocess.run(cli + ['rebuild', '--sale', KEY, '--json'], capture_output=True,
+                         text=True, timeout=120)
+    t1 = time.monotonic()
+    # Let the buyers run until each has been answered SOLD_OUT after the rebuild.
+    wait_for(lambda: sum(1 for st, t in list(calls) if st == 'SOLD_OUT' and t > t1) >= 4,
+             timeout=30, what='the buyers to sell out')
+    stop.set()
+    for t in threads:
+        t.join(10)
+    during = [st for st, t in calls if t0 <= t <= t1]
+    assert during, 'no RESERVE raced the rebuild'
+    new = sum(1 for st, _t in calls if st == 'RESERVED')
+
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc['conflicts'] == [], doc['conflicts']
+    assert new <= total - sold, 'new buyers got %d units, the ledger left %d' % (new, total - sold)
+    info = sale.info()
+    assert info['invariant'] == 'ok'
+    assert info['confirmed'] == paid and info['pending'] == (sold - paid) + new
+    assert info['confirmed'] + info['pending'] <= total
+    states = {o.rid: o.state for o in store.orders(KEY)}
+    for i in range(sold):
+        rid = 'o%d' % i
+        got = sale.get(rid)
+        if i < paid:
+            assert states[rid] == 'PAID' and got['state'] == 'confirmed', (rid, got)
+        else:
+            assert states[rid] == 'UNPAID' and got['state'] == 'pending', (rid, states[rid], got)
+    assert reconcile(store, sale).paid.clean
+
+
+def test_staging_key_shares_the_slot():
+    from seckill.pipeline.reconciler import staging_key
+    from seckill.split_protocol import key_slot
+    assert staging_key('sale:{rb1}') == 'sale:{rb1}:rebuild'
+    assert staging_key('sale1001') == '{sale1001}:rebuild'
+    assert staging_key('a{b') == '{a{b}:rebuild'
+    for key in ('sale:{rb1}', 'sale1001', 'a{b', 'a{b}{c}'):
+        assert key_slot(staging_key(key)) == key_slot(key)
+    for key in ('a}b{', 'sale:{}x', 'x{}{y}'):   # no tag; the braced form would hash "a", "sale:{", "x{"
+        with pytest.raises(ValueError, match='hash tag'):
+            staging_key(key)
+
+
+def test_rebuild_refuses_and_cleans_up(db, r, monkeypatch):
+    """A leftover staging key (crashed rebuild) is replaced; a second rebuild
+    while one holds the lock is refused; a key INITed by someone else
+    before the RENAMENX wins: the staging key is deleted, nothing else
+    changes."""
+    from seckill.pipeline import reconciler
+    store, sale, _w = orders_for(db, r, 3, total=5, hold_ms=60_000)
+    assert pay(store, sale, 'o0', 'p0').outcome == 'PAID'
+    r.flushall()
+    staging = reconciler.staging_key(KEY)
+    Sale(r, staging).init(1000)                       # junk a crashed rebuild left
+    lock = staging + reconciler.LOCK_SUFFIX
+    r.set(lock, 'someone-else', px=60_000)
+    with pytest.raises(RuntimeError, match='another rebuild'):
+        rebuild(store, r, KEY)
+    assert sale.info() is None and Sale(r, staging).info()['total'] == 1000
+    r.delete(lock)
+
+    real = reconciler._reconcile
+
+    def racing(*a, **kw):
+        out = real(*a, **kw)
+        sale.init(7)                                  # someone INITs the key meanwhile
+        return out
+    monkeypatch.setattr(reconciler, '_reconcile', racing)
+    with pytest.raises(RuntimeError, match='exists'):
+        rebuild(store, r, KEY)
+    assert sale.info()['total'] == 7 and sale.info()['pending'] == 0
+    assert r.exists(staging, lock) == 0
+    monkeypatch.undo()
+
+    r.delete(KEY)
+    out = rebuild(store, r, KEY)
+    assert out.paid_repaired == ['o0'] and out.done == {RESTORE: ['o1', 'o2']}
+    assert (sale.info()['confirmed'], sale.info()['pending']) == (1, 2)
+    assert r.exists(staging, lock) == 0
+    with pytest.raises(RuntimeError, match='exists'):
+        rebuild(store, r, KEY)
+
+
+def test_rebuilt_holds_expire_on_the_published_key(db, r):
+    """Holds restored under the staging key keep their expiry schedule and
+    stream across the RENAMENX: the master releases them on the real key,
+    and the worker cancels their orders."""
+    store, sale, w = orders_for(db, r, 2, total=4, hold_ms=1500)
+    r.flushall()
+    out = rebuild(store, r, KEY)
+    assert out.done == {RESTORE: ['o0', 'o1']}
+    wait_for(lambda: sale.info()['expired'] == 2, timeout=10, what='the restored holds to expire')
+    info = sale.info()
+    assert (info['pending'], info['remaining'], info['invariant']) == (0, 4, 'ok')
+    w.drain()
+    assert {o.rid: o.state for o in store.orders(KEY)} == {'o0': 'CANCELLED', 'o1': 'CANCELLED'}

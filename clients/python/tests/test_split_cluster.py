@@ -11,6 +11,7 @@ a per-part RECONCILE, releases and expired holds sold to other parts' users.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import random
 import socket
 import threading
@@ -23,7 +24,7 @@ from redis.cluster import RedisCluster
 from seckill import SplitSale
 from seckill import split_protocol as sp
 from seckill.servers import RedisServer, module_path
-from seckill.split import DriverStopped
+from seckill.split import DriverStopped, OrphanKeys
 
 
 def cluster_port() -> int:
@@ -378,7 +379,7 @@ def test_reserve_repairs_before_it_answers_sold_out(cluster, rc):
     sale.create(3, parts=3)                 # pool 3, parts 0: every unit starts in the pool
     lay = sale.layout()
     taken, sent_total, left = rc.execute_command('SECKILL.SEND', lay.pool, lay.parts[1], 3,
-                                                 'TID', 'by-hand')
+                                                 'TID', 'by-hand', 'ROUND', lay.round)
     assert (taken, sent_total, left) == (3, 3, 0)     # the driver stops here: no RECV
     u = users_homed(2, n=3, prefix='f')
     fresh = SplitSale(cluster.client(), name)
@@ -394,16 +395,17 @@ def test_repeated_and_reordered_recv(rc):
     sale = SplitSale(rc, new_name('r'))
     sale.create(30)
     lay = sale.layout()
-    pool, p0 = lay.pool, lay.parts[0]
-    one = rc.execute_command('SECKILL.SEND', pool, p0, 2, 'TID', 'a')
-    two = rc.execute_command('SECKILL.SEND', pool, p0, 3, 'TID', 'b')
+    pool, p0, rnd = lay.pool, lay.parts[0], lay.round
+    one = rc.execute_command('SECKILL.SEND', pool, p0, 2, 'TID', 'a', 'ROUND', rnd)
+    two = rc.execute_command('SECKILL.SEND', pool, p0, 3, 'TID', 'b', 'ROUND', rnd)
     assert [int(x) for x in one][:2] == [2, 2] and [int(x) for x in two][:2] == [3, 5]
     # A retried SEND (lost reply) takes nothing more.
-    assert [int(x) for x in rc.execute_command('SECKILL.SEND', pool, p0, 3, 'TID', 'b')][:2] == [0, 5]
+    assert [int(x) for x in rc.execute_command('SECKILL.SEND', pool, p0, 3, 'TID', 'b',
+                                               'ROUND', rnd)][:2] == [0, 5]
     # Reordered: the later total first, then the earlier one.
-    assert [int(x) for x in rc.execute_command('SECKILL.RECV', p0, pool, 5)][:2] == [5, 5]
-    assert [int(x) for x in rc.execute_command('SECKILL.RECV', p0, pool, 2)][:2] == [0, 5]
-    assert [int(x) for x in rc.execute_command('SECKILL.RECV', p0, pool, 5)][:2] == [0, 5]
+    assert [int(x) for x in rc.execute_command(*sp.recv_args(p0, pool, 5, rnd))][:2] == [5, 5]
+    assert [int(x) for x in rc.execute_command(*sp.recv_args(p0, pool, 2, rnd))][:2] == [0, 5]
+    assert [int(x) for x in rc.execute_command(*sp.recv_args(p0, pool, 5, rnd))][:2] == [0, 5]
     info = sale.info()
     assert (info['in_flight'], info['remaining'], info['invariant']) == (0, 30, 'ok')
     assert info['parts'][0]['report']['remaining'] == 6 + 5
@@ -420,7 +422,7 @@ def test_lost_debit_is_reported_and_repaired(cluster, rc):
     sale.create(30)
     lay = sale.layout()
     dump = raw.execute_command('DUMP', lay.pool)
-    assert sale._transfer(lay.pool, lay.parts[0], 4, 'refill', collections.Counter()) == 4
+    assert sale._transfer(lay, lay.pool, lay.parts[0], 4, 'refill', collections.Counter()) == 4
     raw.execute_command('RESTORE', lay.pool, 0, dump, 'REPLACE')
     info = SplitSale(cluster.client(), sale.name).info()
     assert info['invariant'] == 'broken' and info['lost_debit'] == 4
@@ -548,3 +550,176 @@ def test_plain_redis_one_node(r):
     assert info['invariant'] == 'ok' and info['pending'] == 20 and info['in_flight'] == 0
     assert len({x['node'] for x in info['parts']}) == 1
     assert sale.reconcile([('nope', 'p1', 1)])['orders_unknown'] == 1
+
+
+# ---------------------------------------------------------------- rounds (issue 14)
+
+def sell_out(sale, prefix, most=2000):
+    """Reserves for new users one by one until SOLD_OUT: units reserved."""
+    got = 0
+    for i in range(most):
+        status, _rid = sale.reserve('%s%d' % (prefix, i))
+        if status == 'SOLD_OUT':
+            return got
+        assert status == 'RESERVED', status
+        got += 1
+    raise AssertionError('%s: no SOLD_OUT after %d reservations' % (prefix, most))
+
+
+def stale_object_after_replace(client, fresh_client, name):
+    """Issue 14 finding 2, the reviewer's reproduction: a long-lived object
+    sells out a round; another process replaces the sale; the stale object
+    sells again, then a fresh one. Returns (units the stale object sold in
+    round 2, units the fresh one sold after it, the stale object's info, a
+    fresh object's info)."""
+    web = SplitSale(client, name)                       # the long-lived process
+    SplitSale(fresh_client, name).create(300, parts=3, replace=True)
+    assert sell_out(web, 'a') == 300
+    SplitSale(fresh_client, name).create(300, parts=3, replace=True)   # a new round elsewhere
+    second = sell_out(web, 'b')
+    fresh = SplitSale(fresh_client, name)
+    more = sell_out(fresh, 'c')
+    assert web.stats['stale_round'] >= 1             # it noticed the new round and reloaded
+    return second, more, web.info(), SplitSale(fresh_client, name).info()
+
+
+@needs_send
+def test_stale_object_after_replace_plain_redis(r, redis_server):
+    other = redis_server.client()
+    second, more, stale_info, info = stale_object_after_replace(r, other, 'stale2')
+    other.close()
+    assert second + more == 300, (second, more)
+    assert stale_info['round'] == info['round']
+    assert stale_info['invariant'] == 'ok', stale_info['problems']
+    assert info['invariant'] == 'ok', info['problems']
+    assert info['pending'] == 300 and info['remaining'] == 0
+
+
+@needs_send
+def test_stale_object_after_replace_cluster(cluster, rc):
+    other = cluster.client()
+    second, more, stale_info, info = stale_object_after_replace(rc, other, new_name('stale'))
+    other.close()
+    assert second + more == 300, (second, more)
+    assert stale_info['round'] == info['round']
+    assert stale_info['invariant'] == 'ok', stale_info['problems']
+    assert info['invariant'] == 'ok', info['problems']
+    assert info['pending'] == 300 and info['remaining'] == 0
+
+
+def lost_layout(client, name):
+    """Issue 14 finding 3, the reviewer's reproduction: 300 units over 3
+    parts, 150 sold, the layout hash deleted, create(300, parts=4) again."""
+    sale = SplitSale(client, name)
+    sale.create(300, parts=3)
+    lay = sale.layout()
+    for i in range(150):
+        assert sale.reserve('s%d' % i)[0] == 'RESERVED'
+    client.delete(sp.layout_key(name))
+    return lay
+
+
+def orphans_then_recover(client, name):
+    lay = lost_layout(client, name)
+    before = {k: client.execute_command('SECKILL.INFO', k) for k in lay.keys}
+    with pytest.raises(OrphanKeys) as exc:
+        SplitSale(client, name).create(300, parts=4)
+    assert set(exc.value.keys) == set(lay.keys) and 'recover()' in str(exc.value)
+    assert {k: client.execute_command('SECKILL.INFO', k) for k in lay.keys} == before
+    assert client.exists(sp.layout_key(name)) == 0
+    sale = SplitSale(client, name)
+    assert sale.recover() == lay                   # the same layout, round and all
+    assert SplitSale(client, name).layout() == lay
+    with pytest.raises(RuntimeError, match='exists'):
+        sale.recover()
+    assert sell_out(SplitSale(client, name), 't') == 150
+    info = sale.info()
+    assert info['invariant'] == 'ok' and (info['pending'], info['remaining']) == (300, 0)
+
+
+@needs_send
+def test_lost_layout_plain_redis(r):
+    orphans_then_recover(r, 'lost1')
+
+
+@needs_send
+def test_lost_layout_cluster(rc):
+    orphans_then_recover(rc, new_name('lost'))
+
+
+@needs_send
+def test_recover_refuses_keys_of_different_rounds(r):
+    sale = SplitSale(r, 'mixed')
+    sale.create(30, parts=3, stream=True, ttl_s=3600)
+    lay = sale.layout()
+    assert sale.reserve('x')[0] == 'RESERVED'          # a part's stream exists now
+    r.delete(sp.layout_key('mixed'))
+    assert SplitSale(r, 'mixed').recover(limit=1) == lay   # streams found, TTL taken from the pool
+    assert 0 < r.ttl(sp.layout_key('mixed')) <= 3600
+    r.delete(sp.layout_key('mixed'))
+    # A replace interrupted after the first part: that part is in another round.
+    other = dataclasses.replace(lay, round='0123456789abcdef')
+    p1 = lay.parts[1]
+    assert r.execute_command('SECKILL.INIT', p1, 6, *other.split_args(p1), 'REPLACE') in ('OK', b'OK')
+    with pytest.raises(sp.RecoverError, match='different rounds'):
+        SplitSale(r, 'mixed').recover()
+    assert r.exists(sp.layout_key('mixed')) == 0
+    with pytest.raises(LookupError):
+        SplitSale(r, 'nothing-here').recover()
+
+
+@needs_send
+def test_replace_without_layout_drops_the_old_parts(r):
+    sale = SplitSale(r, 'shrink')
+    sale.create(40, parts=4)
+    old = sale.layout()
+    r.delete(sp.layout_key('shrink'))
+    assert SplitSale(r, 'shrink').create(40, parts=2, replace=True) is True
+    new = SplitSale(r, 'shrink').layout()
+    assert new.round != old.round and len(new.parts) == 2
+    assert r.exists(*old.parts[2:]) == 0                 # found from the old keys' peers
+    assert sell_out(SplitSale(r, 'shrink'), 'q') == 40
+
+
+@needs_send
+def test_concurrent_creates_agree_on_one_round(r):
+    """Two creates that both passed the orphan check: the one whose pool
+    INIT came first decides the round; the other adopts it."""
+    outer = SplitSale(r, 'twice')
+    inner = SplitSale(r, 'twice')
+
+    def hook(point):
+        if point == 'create_checked' and outer.fault is not None:
+            outer.fault = None
+            assert inner.create(30, parts=3) is True
+    outer.fault = hook
+    assert outer.create(30, parts=3) is False
+    assert outer.layout().round == inner.layout().round == SplitSale(r, 'twice').layout().round
+    assert sell_out(SplitSale(r, 'twice'), 'w') == 30 and outer.info()['invariant'] == 'ok'
+
+
+@needs_send
+def test_interrupted_replace_gives_up_cleanly(r):
+    """A part left in another round (a replace that died after it): RECV
+    refuses the stale round and changes nothing; reserve reloads the
+    layout once, then raises StaleRound (the pool's SENDs towards the part
+    stay in flight in the old round: nothing reaches the new one); info()
+    says broken and why; create(..., replace=True) ends it."""
+    sale = SplitSale(r, 'halfway')
+    sale.create(6, parts=3)                               # pool 6, parts 0
+    lay = sale.layout()
+    other = dataclasses.replace(lay, round='fedcba9876543210')
+    p2 = lay.parts[2]
+    r.execute_command('SECKILL.INIT', p2, 0, *other.split_args(p2), 'REPLACE')
+    with pytest.raises(redis.ResponseError, match='^STALEROUND'):
+        r.execute_command(*sp.recv_args(p2, lay.pool, 3, lay.round))
+    user = users_homed(2, n=1, prefix='hw')[0]
+    before = r.execute_command('SECKILL.INFO', p2)
+    with pytest.raises(sp.StaleRound):
+        sale.reserve(user)
+    assert r.execute_command('SECKILL.INFO', p2) == before
+    assert sale.stats['stale_round'] >= 1
+    info = sale.info()
+    assert info['invariant'] == 'broken' and any(p2 in x and 'round' in x for x in info['problems'])
+    assert sale.create(6, parts=3, replace=True) is True
+    assert sale.reserve(user)[0] == 'RESERVED' and sale.info()['invariant'] == 'ok'

@@ -133,16 +133,23 @@ def test_borrow_plan():
     assert sp.borrow_plan('p0', 1, {'p0': 5}, 3) == []
 
 
-LAY = sp.Layout(name='s', total=100, pool='P', parts=('A', 'B', 'C'), initial=(40, 20, 20, 20))
+LAY = sp.Layout(name='s', total=100, pool='P', parts=('A', 'B', 'C'), initial=(40, 20, 20, 20),
+                round='r1')
 
 
-def st(key, total, remaining, pending=0, confirmed=0, sent=None, received=None, invariant='ok'):
-    peers = []
+def st(key, total, remaining, pending=0, confirmed=0, sent=None, received=None, invariant='ok',
+       round_='r1', peers=None):
+    """A key's report as INFO gives it: every declared peer listed (by
+    default the peers LAY gives the key), with its totals."""
     sent, received = sent or {}, received or {}
-    for peer in sorted(set(sent) | set(received)):
-        peers.append((peer, sent.get(peer, 0), received.get(peer, 0)))
+    if peers is None:
+        peers = LAY.peers(key) if key in LAY.keys else []
+    rows = [(peer, sent.get(peer, 0), received.get(peer, 0))
+            for peer in sorted(set(peers) | set(sent) | set(received))]
     report = {'total': total, 'remaining': remaining, 'pending': pending, 'confirmed': confirmed,
-              'released': 0, 'invariant': invariant, 'peers': peers}
+              'released': 0, 'invariant': invariant, 'peers': rows}
+    if round_ is not None:
+        report['round'] = round_
     return sp.key_state(key, report)
 
 
@@ -196,6 +203,22 @@ def test_audit_missing_and_broken_keys():
     assert any('not a key of this sale' in x for x in sp.audit(LAY, s).problems)
 
 
+def test_audit_refuses_keys_of_another_round():
+    """Issue 14 finding 2: a cached pool report of round r1 beside parts
+    replaced into round r2. The old audit saw 5 units in flight to B (r1's
+    sent counter against r2's reset received counter) and a repair would
+    have RECV'd them into the new round; now the keys in another round
+    make the audit `stale` and broken, whatever the counters say."""
+    s = healthy()
+    s['B'] = st('B', 20, 20, round_='r2')
+    s['C'] = st('C', 20, 20, round_=None)            # a plain sale under a part's name
+    a = sp.audit(LAY, s)
+    assert a.stale == {'B': 'r2', 'C': None} and a.invariant == 'broken'
+    assert any('B: round r2, the layout says round r1' in x for x in a.problems)
+    assert any('C: not a part of a split sale' in x for x in a.problems)
+    assert sp.audit(LAY, healthy()).stale == {}
+
+
 def test_sold_out_needs_nothing_in_flight():
     s = {'P': st('P', 40, 0, sent={'A': 40}), 'A': st('A', 20, 0, confirmed=20, received={'P': 0}),
          'B': st('B', 20, 0, confirmed=20), 'C': st('C', 20, 0, confirmed=20)}
@@ -211,17 +234,107 @@ def test_sold_out_needs_nothing_in_flight():
 
 def test_layout_hash_roundtrip():
     lay = sp.make_layout('1001', 10000, '1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'],
-                         limit=2, stream=True)
+                         limit=2, stream=True, round_='00ff00ff00ff00ff')
     h = lay.to_hash()
     assert h['part.1'] == 'sale:{1001.p1.1}' and h['stream.2'] == 'sale:{1001.p2.1}:events'
     assert h['route'] == sp.ROUTE and h['initial'] == '4000,2000,2000,2000'
+    assert h['version'] == '2' and h['round'] == '00ff00ff00ff00ff'
     back = sp.Layout.from_hash({k.encode(): v.encode() for k, v in h.items()})
     assert back == lay and back.keys[0] == 'sale:{1001.pool}'
     assert back.home('alice') == back.parts[2]
-    with pytest.raises(p.ProtocolError):
-        sp.Layout.from_hash(dict(h, version='2'))
-    with pytest.raises(p.ProtocolError):
-        sp.Layout.from_hash(dict(h, route='crc32'))
+    for bad in (dict(h, version='1'), dict(h, version='3'), dict(h, route='crc32'),
+                {k: v for k, v in h.items() if k != 'round'}):
+        with pytest.raises(p.ProtocolError):
+            sp.Layout.from_hash(bad)
+    # Every create makes a new round.
+    rounds = {sp.make_layout('x', 10, 'x.pool', ['x.p0']).round for _ in range(100)}
+    assert len(rounds) == 100 and all(len(r) == 16 and int(r, 16) >= 0 for r in rounds)
+
+
+def test_rounds_and_transfer_args():
+    assert sp.new_round(b'\x01' * 8) == '0101010101010101'
+    assert LAY.peers('P') == ['A', 'B', 'C'] and LAY.peers('B') == ['P', 'A', 'C']
+    assert LAY.split_args('P') == ['SPLIT', 'r1', 3, 'A', 'B', 'C']
+    assert LAY.split_args('A') == ['SPLIT', 'r1', 3, 'P', 'B', 'C']
+    with pytest.raises(KeyError):
+        LAY.peers('X')
+    assert sp.send_args('P', 'A', 5, 1, 't.1', 'r1') == [
+        'SECKILL.SEND', 'P', 'A', 5, 'MIN', 1, 'TID', 't.1', 'ROUND', 'r1']
+    assert sp.recv_args('A', 'P', 9, 'r1') == ['SECKILL.RECV', 'A', 'P', 9, 'ROUND', 'r1']
+    for bad in ('', 'x' * 65, None):
+        with pytest.raises(ValueError):
+            sp.send_args('P', 'A', 5, 1, 't.1', bad)
+    assert sp.is_stale_round('STALEROUND the key is in round r2, not r1')
+    assert sp.is_stale_round(Exception('STALEROUND'))
+    assert sp.is_stale_round('ERR STALEROUND x')
+    assert not sp.is_stale_round('ERR the peer is not one of this part\'s declared peers')
+    assert not sp.is_stale_round('ERR unknown STALEROUND') and not sp.is_stale_round('')
+
+
+def test_tags_and_probe_keys():
+    assert sp.parse_tag('1001', '1001.pool') == ('pool', None)
+    assert sp.parse_tag('1001', '1001.pool.3') == ('pool', None)
+    assert sp.parse_tag('1001', '1001.p0') == ('part', 0)
+    assert sp.parse_tag('1001', '1001.p12.7') == ('part', 12)
+    for bad in ('1001', '1001.p', '1001.p01', '1001.p1.0', '1001.pool.x', '10011.p0', 'x.p0',
+                '1001.p1.2.3'):
+        assert sp.parse_tag('1001', bad) is None, bad
+    assert sp.parse_tag('a.b', 'a.b.p1') == ('part', 1) and sp.parse_tag('a.b', 'aXb.p1') is None
+    keys = sp.probe_keys('n', salts=3)
+    assert keys == ['sale:{n.pool}', 'sale:{n.pool.1}', 'sale:{n.pool.2}',
+                    'sale:{n.p0}', 'sale:{n.p0.1}', 'sale:{n.p0.2}']
+    # Placement's tags on three masters are among the default probes.
+    pool, parts = sp.place('1001', 3, _three_masters, ['a', 'b', 'c'])
+    assert sp.tag_key(pool) in sp.probe_keys('1001') and sp.tag_key(parts[0]) in sp.probe_keys('1001')
+
+
+def _found(lay, round_=None, drop=(), **override):
+    """INFO states of lay's keys as recover() reads them."""
+    out = {}
+    for i, k in enumerate(lay.keys):
+        if k in drop:
+            out[k] = None
+            continue
+        out[k] = override.get(k) or st(k, lay.initial[i], lay.initial[i], peers=lay.peers(k),
+                                       round_=round_ or lay.round)
+    return out
+
+
+def test_recover_layout():
+    lay = sp.make_layout('1001', 10000, '1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'],
+                         stream=True, round_='abcd')
+    found = _found(lay)
+    assert sp.unread_peers({lay.pool: found[lay.pool]}) == sorted(lay.parts)
+    assert sp.unread_peers(found) == []
+    back = sp.recover_layout('1001', found, streams=True)
+    assert back == lay
+    assert sp.recover_layout('1001', found).streams == ()
+    # The totals are the INIT totals, whatever has been sold or moved since.
+    sold = dict(found)
+    sold[lay.parts[0]] = st(lay.parts[0], 2000, 3, pending=2500, peers=lay.peers(lay.parts[0]),
+                            received={lay.pool: 503}, round_='abcd')
+    assert sp.recover_layout('1001', sold, streams=True) == lay
+
+
+def test_recover_layout_refusals():
+    lay = sp.make_layout('n', 100, 'n.pool', ['n.p0', 'n.p1', 'n.p2'], round_='r1')
+    cases = {
+        'do not exist': _found(lay, drop=(lay.parts[1],)),
+        'different rounds': _found(lay, **{lay.parts[2]: st(lay.parts[2], 20, 20, round_='r2',
+                                                            peers=lay.peers(lay.parts[2]))}),
+        'plain': _found(lay, **{lay.parts[2]: st(lay.parts[2], 20, 20, round_=None, peers=[])}),
+        'declares peers': _found(lay, **{lay.pool: st(lay.pool, 40, 40, round_='r1',
+                                                      peers=['sale:{n.p0}', 'sale:{n.p1}'])}),
+        'not a key of its placement': dict(_found(lay), **{'sale:{m.p3}': st('sale:{m.p3}', 1, 1)}),
+        'not 0 .. P-1': {k: v for k, v in _found(lay).items() if k != lay.parts[1]},
+        'no pool': {k: v for k, v in _found(lay).items() if k != lay.pool},
+        'two pools': dict(_found(lay), **{'sale:{n.pool.1}': st('sale:{n.pool.1}', 1, 1)}),
+        'two keys for part 1': dict(_found(lay), **{'sale:{n.p1.4}': st('sale:{n.p1.4}', 1, 1)}),
+        'no key found': {},
+    }
+    for what, states in cases.items():
+        with pytest.raises(sp.RecoverError, match=what):
+            sp.recover_layout('n', states)
 
 
 def test_group_orders_and_shortfall():

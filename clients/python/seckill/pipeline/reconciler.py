@@ -23,18 +23,27 @@ rows:
 
 Without apply nothing changes (no EXPIRE either): the outcome says what
 apply would do.
+
+rebuild() is the same pass against a sale that Redis lost, built under a
+staging key in the sale's slot and published with one RENAMENX once it
+holds every order: a buyer retrying through the outage gets NO_SALE until
+then, never a unit the ledger holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult
+import redis
+
+from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult, text
 from ..sale import Sale, SaleMissing
+from ..split_protocol import hash_tag, key_slot
 from .store import CANCELLED, PAID, UNPAID, Order, SaleConfig, Store
 from .worker import DEFAULT_GROUP, ensure_group
 
@@ -170,31 +179,45 @@ def _few(ids: List[str], n: int = 5) -> str:
 def reconcile(store: Store, sale: Sale, apply: bool = False, chunk_size: int = 1000) -> Outcome:
     """One reconcile pass over every order of the sale. Raises SaleMissing
     when the sale is gone from Redis (use rebuild)."""
-    orders = {o.rid: o for o in store.orders(sale.key)}
+    return _reconcile(store, sale.key, sale, apply, chunk_size)
+
+
+def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_size: int,
+               tick: Optional[Callable[[], None]] = None) -> Outcome:
+    """reconcile() of the orders the database keeps under `ledger_key`
+    against `sale` (the same key, or rebuild's staging key). `tick` is
+    called between steps (rebuild keeps its lock alive with it)."""
+    tick = tick or (lambda: None)
+    orders = {o.rid: o for o in store.orders(ledger_key)}
     by_state: Dict[str, List[Order]] = {PAID: [], UNPAID: [], CANCELLED: []}
     for o in orders.values():
         by_state[o.state].append(o)
     # PAID first: they have the first claim on the stock.
     paid = sale.reconcile([o.row() for o in by_state[PAID]], apply=apply, expire=apply,
                           chunk_size=chunk_size)
+    tick()
     unpaid = sale.reconcile([o.row() for o in by_state[UNPAID]], chunk_size=chunk_size)
     cancelled = sale.reconcile([o.row() for o in by_state[CANCELLED]], chunk_size=chunk_size)
+    tick()
     planned = plan(unpaid, cancelled, orders, sale.server_ms())
-    out = Outcome(sale.key, apply, paid, unpaid, cancelled, planned)
+    out = Outcome(ledger_key, apply, paid, unpaid, cancelled, planned)
     if apply:
-        out.done = _execute(store, sale, planned, orders)
+        out.done = _execute(store, sale, planned, orders, tick)
         if out.conflicts:
-            log.error('sale %s: %d PAID orders the stock cannot cover: %s', sale.key,
+            log.error('sale %s: %d PAID orders the stock cannot cover: %s', ledger_key,
                       len(out.conflicts), out.conflicts[:20])
     out.report = sale.info()
-    out.ledger = store.summary(sale.key)
+    out.ledger = store.summary(ledger_key)
     return out
 
 
 def _execute(store: Store, sale: Sale, planned: List[Tuple[str, str]],
-             orders: Dict[str, Order]) -> Dict[str, List[str]]:
+             orders: Dict[str, Order],
+             tick: Optional[Callable[[], None]] = None) -> Dict[str, List[str]]:
     done: Dict[str, List[str]] = {a: [] for a in ACTIONS}
     for action, rid in planned:
+        if tick is not None:
+            tick()
         o = orders[rid]
         if action == MARK_PAID:
             ok = store.mark_paid(rid)
@@ -233,21 +256,122 @@ def _restore(store: Store, sale: Sale, o: Order) -> bool:
     return False
 
 
+REBUILD_SUFFIX = ':rebuild'
+LOCK_SUFFIX = ':lock'
+REBUILD_LOCK_MS = 60_000
+
+
+def staging_key(key: str) -> str:
+    """The key a rebuild builds the sale under before publishing it with
+    RENAMENX: `<key>:rebuild` when `key` has a hash tag, else
+    `{<key>}:rebuild`. Both must lie in the key's cluster slot (RENAMENX
+    needs it, and the sale's stream shares that slot); ValueError when they
+    would not (a key without a tag that contains a brace). Plain."""
+    tagged = hash_tag(key) != key.encode('utf-8')
+    staging = key + REBUILD_SUFFIX if tagged else '{%s}%s' % (key, REBUILD_SUFFIX)
+    if key_slot(staging) != key_slot(key) or key_slot(staging + LOCK_SUFFIX) != key_slot(key):
+        raise ValueError('sale key %r: no staging key in its cluster slot (%r is in slot %d, '
+                         'the key in %d); give the key a hash tag, e.g. sale:{1001}'
+                         % (key, staging, key_slot(staging), key_slot(key)))
+    return staging
+
+
+class _RebuildLock:
+    """`<staging>:lock`, SET NX PX with a random token: one rebuild of a sale
+    at a time (two rebuilds sharing the staging key would DEL or publish
+    each other's half-built sale). Kept alive by tick(); a crashed
+    rebuild's lock runs out after `ms`."""
+
+    def __init__(self, r: Any, key: str, ms: int):
+        self.r = r
+        self.key = key
+        self.ms = ms
+        self.token = os.urandom(8).hex()
+        self._renewed = 0.0
+
+    def acquire(self) -> bool:
+        if not self.r.set(self.key, self.token, nx=True, px=self.ms):
+            return False
+        self._renewed = time.monotonic()
+        return True
+
+    def tick(self) -> None:
+        if time.monotonic() - self._renewed > self.ms / 3000.0:
+            self.r.pexpire(self.key, self.ms)
+            self._renewed = time.monotonic()
+
+    def mine(self) -> bool:
+        return text(self.r.get(self.key)) == self.token
+
+    def release(self) -> None:
+        if self.mine():
+            self.r.delete(self.key)
+
+
+def _publish(r: Any, staging: str, key: str, lock: _RebuildLock) -> bool:
+    """RENAMENX staging key, only while the lock is still ours (WATCH on a
+    plain connection; a cluster client checks, then renames). True when
+    published, False when the key exists."""
+    if isinstance(r, redis.Redis):
+        with r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(lock.key)
+                if text(pipe.get(lock.key)) != lock.token:
+                    raise RuntimeError('rebuild of %r: lost its lock %s (ran longer than %d ms '
+                                       'without renewing it?)' % (key, lock.key, lock.ms))
+                pipe.multi()
+                pipe.renamenx(staging, key)
+                pipe.delete(lock.key)
+                renamed, _ = pipe.execute()
+            except redis.WatchError:
+                raise RuntimeError('rebuild of %r: another rebuild took its lock %s'
+                                   % (key, lock.key)) from None
+        return bool(renamed)
+    if not lock.mine():
+        raise RuntimeError('rebuild of %r: lost its lock %s' % (key, lock.key))
+    return bool(r.renamenx(staging, key))
+
+
 def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
-            group: str = DEFAULT_GROUP) -> Outcome:
-    """Recreates a lost sale from the database alone: INIT with the stored
-    parameters, then a reconcile with apply (PAID orders confirmed, UNPAID
-    ones reserved again or cancelled, CANCELLED ones left out). Refuses
-    when the sale exists (use reconcile)."""
+            group: str = DEFAULT_GROUP, lock_ms: int = REBUILD_LOCK_MS) -> Outcome:
+    """Recreates a lost sale from the database alone, out of buyers' reach
+    until it holds the whole ledger: INIT of the staging key
+    (staging_key(key), same slot, same STREAM, TTL, window, ...) with the
+    stored parameters, a reconcile with apply against it (PAID orders
+    confirmed, UNPAID ones reserved again or cancelled, CANCELLED ones left
+    out), then one RENAMENX staging key. Until that RENAMENX a RESERVE on
+    the key answers NO_SALE; after it the sale has every order back.
+    Refuses when the sale exists (use reconcile), before and at the
+    RENAMENX (someone INITed the key meanwhile: the staging key is
+    deleted), and while another rebuild of the sale runs."""
     cfg = store.load_sale(key)
     if cfg is None:
         raise LookupError('sale %r is not in the database' % key)
-    sale = Sale(r, key)
-    if not sale.init(cfg.total, **cfg.init_kwargs(sale.server_ms())):
-        raise RuntimeError('sale %r exists in Redis: use reconcile --apply' % key)
-    if cfg.stream:
-        ensure_group(r, cfg.stream, group)
-    return reconcile(store, sale, apply=True, chunk_size=chunk_size)
+    exists = RuntimeError('sale %r exists in Redis: use reconcile --apply' % key)
+    if Sale(r, key).info() is not None:
+        raise exists
+    staging = staging_key(key)
+    lock = _RebuildLock(r, staging + LOCK_SUFFIX, lock_ms)
+    if not lock.acquire():
+        raise RuntimeError('sale %r: another rebuild is running (lock %s; a crashed one\'s '
+                           'lock runs out within %d s)' % (key, lock.key, lock_ms // 1000))
+    published = False
+    try:
+        r.delete(staging)                      # a crashed rebuild's leftover
+        sale = Sale(r, staging)
+        if not sale.init(cfg.total, **cfg.init_kwargs(sale.server_ms())):
+            raise RuntimeError('rebuild of %r: staging key %s exists' % (key, staging))
+        if cfg.stream:
+            ensure_group(r, cfg.stream, group)
+        out = _reconcile(store, key, sale, apply=True, chunk_size=chunk_size, tick=lock.tick)
+        published = _publish(r, staging, key, lock)
+        if not published:
+            raise exists
+        return out
+    finally:
+        if not published:
+            r.delete(staging)
+        lock.release()
 
 
 def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) -> bool:
