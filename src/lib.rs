@@ -87,6 +87,14 @@ mod module {
             ctx.log_warning("seckill: could not subscribe to asynchronous load events");
             return Status::Err;
         }
+        // Valkey 9's atomic slot migration: a target leaves the sales it
+        // imports to the source until it owns them, a source forgets the
+        // sales it gave away (`expiry::on_slot_migration`). Only Valkey has
+        // the event (Redis 8.4 uses its number for another one).
+        let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
+        if valkey && !crate::rawapi::on_atomic_slot_migration(ctx, crate::expiry::on_slot_migration) {
+            ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
+        }
         crate::expiry::start(ctx);
         Status::Ok
     }
