@@ -283,3 +283,70 @@ pub fn may_insert(ctx: &Context, key: *mut raw::RedisModuleString) -> bool {
         ok
     }
 }
+
+/// A phase of a Valkey atomic slot migration (`CLUSTER MIGRATESLOTS`,
+/// Valkey 9+), as this node sees it: it imports slots, or exports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotMigration {
+    ImportStarted,
+    ExportStarted,
+    ImportAborted,
+    ExportAborted,
+    ImportCompleted,
+    ExportCompleted,
+}
+
+/// Calls `callback(phase, slot ranges)` at each phase of a Valkey atomic
+/// slot migration. Subscribe only on Valkey: the event's number, 19, is
+/// Redis 8.4's slot-trim event, whose data is another structure.
+pub fn on_atomic_slot_migration(ctx: &Context, callback: fn(SlotMigration, &[(u16, u16)])) -> bool {
+    // valkeymodule.h (Valkey 9.0+): VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION
+    // is 19, data version 1, subevents 0..=5 in the order of `SlotMigration`,
+    // and the data is a ValkeyModuleAtomicSlotMigrationInfoV1.
+    const EVENT: u64 = 19;
+    #[repr(C)]
+    struct SlotRange {
+        start: c_int,
+        end: c_int,
+    }
+    #[repr(C)]
+    struct InfoV1 {
+        version: u64,
+        job_name: [c_char; 41],
+        slot_ranges: *const SlotRange,
+        num_slot_ranges: u32,
+    }
+    static CALLBACK: std::sync::OnceLock<fn(SlotMigration, &[(u16, u16)])> = std::sync::OnceLock::new();
+    unsafe extern "C" fn trampoline(
+        _ctx: *mut raw::RedisModuleCtx,
+        _eid: raw::RedisModuleEvent,
+        subevent: u64,
+        data: *mut std::os::raw::c_void,
+    ) {
+        use SlotMigration::*;
+        let phase = match subevent {
+            0 => ImportStarted,
+            1 => ExportStarted,
+            2 => ImportAborted,
+            3 => ExportAborted,
+            4 => ImportCompleted,
+            5 => ExportCompleted,
+            _ => return,
+        };
+        let info = data.cast_const().cast::<InfoV1>();
+        if info.is_null() || (*info).slot_ranges.is_null() {
+            return;
+        }
+        // The server owns the ranges for the call; copied before use.
+        let raw_ranges = std::slice::from_raw_parts((*info).slot_ranges, (*info).num_slot_ranges as usize);
+        let slot = |s: c_int| u16::try_from(s.clamp(0, 16383)).unwrap_or(0);
+        let ranges: Vec<(u16, u16)> = raw_ranges.iter().map(|r| (slot(r.start), slot(r.end))).collect();
+        if let Some(cb) = CALLBACK.get() {
+            // Nothing may unwind into the server.
+            let _ = std::panic::catch_unwind(|| cb(phase, &ranges));
+        }
+    }
+    let _ = CALLBACK.set(callback);
+    let event = raw::RedisModuleEvent { id: EVENT, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+}

@@ -79,6 +79,21 @@ impl Schedule {
         Some((self.dbs[slot as usize], place.1))
     }
 
+    /// Drops every queued sale for which `drop(db, key)` is true (the slots
+    /// a migration gave to another node). Returns how many were dropped.
+    pub fn forget(&mut self, mut drop: impl FnMut(i32, &[u8]) -> bool) -> usize {
+        let (queue, dbs) = (&mut self.queue, &self.dbs);
+        let before = self.at.len();
+        self.at.retain(|(slot, key), deadline| {
+            let gone = drop(dbs[*slot as usize], key);
+            if gone {
+                queue.remove(&(*deadline, *slot, key.clone()));
+            }
+            !gone
+        });
+        before - self.at.len()
+    }
+
     /// SWAPDB: what was queued for one database is now the other's.
     pub fn swap_dbs(&mut self, first: i32, second: i32) {
         let a = self.slot_of(first) as usize;
@@ -118,6 +133,28 @@ mod tests {
         s.schedule(0, b"k", 10);
         assert_eq!(s.len(), 1);
         assert_eq!(drain(&mut s, 1000), vec![(0, b"k".to_vec())]);
+    }
+
+    #[test]
+    fn forget_drops_only_the_chosen_entries() {
+        let mut s = Schedule::default();
+        s.schedule(0, b"gone:1", 10);
+        s.schedule(0, b"kept", 20);
+        s.schedule(2, b"gone:2", 5);
+        s.swap_dbs(0, 2);
+        let mut asked = Vec::new();
+        let dropped = s.forget(|db, key| {
+            asked.push((db, key.to_vec()));
+            key.starts_with(b"gone")
+        });
+        assert_eq!(dropped, 2);
+        // Asked with the databases as they are now (after the swap).
+        asked.sort();
+        assert_eq!(asked, vec![(0, b"gone:2".to_vec()), (2, b"gone:1".to_vec()), (2, b"kept".to_vec())]);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.next_deadline(), Some(20));
+        assert_eq!(drain(&mut s, 100), vec![(2, b"kept".to_vec())]);
+        assert_eq!(s.forget(|_, _| true), 0);
     }
 
     #[test]
