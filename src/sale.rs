@@ -1807,4 +1807,37 @@ mod bench {
         }
         println!("growth: one buyer, RELEASE of the 1000 oldest: average {:.2} us", t.elapsed().as_nanos() as f64 / 1e6);
     }
+
+    /// One buyer with 300k live reservations: a RECONCILE APPLY retakes the
+    /// 1000 oldest (released first) back into the chain, oldest first, then
+    /// 1000 spread over the chain; each compared with as many RESERVEs.
+    #[test]
+    #[ignore]
+    fn growth_retake_into_a_long_chain() {
+        const N: usize = 300_000;
+        let mut s = Sale::new(open(MAX_TOTAL));
+        let ids: Vec<Box<[u8]>> = (0..N).map(|i| reserve(&mut s, b"whale", i as u64).expect("reserved")).collect();
+        let spread: Vec<usize> = (0..1000).map(|k| 1000 + k * (N - 1000) / 1000).collect();
+        for i in (0..1000).chain(spread.iter().copied()) {
+            assert_eq!(s.release(&ids[i], State::Released), ReleaseOutcome::Released);
+        }
+        let retake = |s: &mut Sale, rows: &mut dyn Iterator<Item = usize>| {
+            let (t, mut worst) = (Instant::now(), 0u128);
+            for i in rows {
+                let one = Instant::now();
+                let takes = s.plan_retake(&ids[i]).expect("stock");
+                s.retake(&ids[i], takes).expect("retaken");
+                worst = worst.max(one.elapsed().as_nanos());
+            }
+            (t.elapsed().as_secs_f64() * 1e3, worst as f64 / 1e3)
+        };
+        let (oldest, oldest_worst) = retake(&mut s, &mut (0..1000));
+        let (spread_ms, spread_worst) = retake(&mut s, &mut spread.iter().copied());
+        let t = Instant::now();
+        for i in 0..1000 {
+            reserve(&mut s, b"whale", (N + i) as u64).expect("reserved");
+        }
+        let reserves = t.elapsed().as_secs_f64() * 1e3;
+        println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us); 1000 RESERVEs {reserves:.2} ms");
+    }
 }
