@@ -15,7 +15,11 @@
 //! buyer's own reservations. The indexes grow incrementally (`SeqIndex`),
 //! records and arena grow in chunks that never move, a buyer's live
 //! quantity is a counter and its records a doubly linked chain, and the hold
-//! cursor skips chunks without holds.
+//! cursor skips chunks without holds. An old record coming back into a long
+//! chain (a RECONCILE APPLY retake) finds its place in O(log n) in an
+//! ordered index of that buyer's records, kept only while the chain stays
+//! long; building it walks the chain once, a cost the joins that made the
+//! chain have paid for (amortised O(1) each).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -161,6 +165,22 @@ pub struct Tally {
 const NONE: u32 = u32::MAX;
 /// `Record::id` of a generated id, `<tag>-<seq>`.
 const GENERATED: u32 = u32::MAX;
+/// A record coming back into its buyer's chain (RECONCILE retake) walks at
+/// most this many records from the head to find its place; past that the
+/// buyer gets an ordered index (`Sale::chain_index`), dropped again once
+/// the chain is down to `CHAIN_WALK / 2` records.
+const CHAIN_WALK: usize = 32;
+
+// Records a retake walked to find its place (tests only).
+#[cfg(test)]
+thread_local! {
+    static WALKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn walked(_records: usize) {
+    #[cfg(test)]
+    WALKED.with(|w| w.set(w.get() + _records));
+}
 
 // `Record::meta`: quantity, bucket, state and deadline flag in one word, so
 // that both chain links fit in 32 bytes.
@@ -493,6 +513,13 @@ pub struct Sale {
     /// holds the next free one; `free_qty` is the first.
     chain_qty: Chunked<u64>,
     free_qty: u32,
+    /// Derived, never persisted, not compared: the live sequence numbers of
+    /// each buyer whose chain a retake found long (see `CHAIN_WALK`), keyed
+    /// by the user offset its records share (fixed while the chain is not
+    /// empty), so a retake finds its place in O(log n). Joins and leaves of
+    /// that buyer keep it exact. Empty in a sale without such retakes:
+    /// RESERVE and RELEASE then pay one `is_empty`.
+    chain_index: HashMap<u32, std::collections::BTreeSet<u32>>,
     /// Takes of live records that borrowed from several buckets.
     multi_takes: HashMap<u32, Box<[Take]>>,
     /// The first hold (the record count when there is none); every change
@@ -552,6 +579,7 @@ impl Sale {
             buyers: SeqIndex::new(),
             chain_qty: Chunked::new(),
             free_qty: NONE,
+            chain_index: HashMap::new(),
             multi_takes: HashMap::new(),
             hold_cursor: 0,
             tally: Tally::default(),
@@ -946,31 +974,72 @@ impl Sale {
                 k
             }
         };
-        self.records[seq as usize].user = self.records[head as usize].user;
-        let records = &mut self.records;
+        let off = self.records[head as usize].user;
+        self.records[seq as usize].user = off;
         if seq > head {
+            let records = &mut self.records;
             records[head as usize].next_live = seq;
             records[seq as usize].prev_live = head;
             records[seq as usize].next_live = qty_slot;
-            return;
+        } else {
+            // An older record coming back (RECONCILE retake): it goes where
+            // its sequence number sorts, so that the head is still the
+            // newest after any record leaves (LIMIT replies with the newest
+            // live id), and the chain is the one a reload builds.
+            self.records[head as usize].next_live = qty_slot;
+            let at = self.newer_live(head, seq);
+            let records = &mut self.records;
+            let older = records[at as usize].prev_live;
+            records[seq as usize].prev_live = older;
+            records[seq as usize].next_live = at;
+            records[at as usize].prev_live = seq;
+            if older != NONE {
+                records[older as usize].next_live = seq;
+            }
         }
-        // An older record coming back (RECONCILE retake): it goes where its
-        // sequence number sorts, so that the head is still the newest after
-        // any record leaves (LIMIT replies with the newest live id). Finding
-        // the place is the one walk along a chain; only RECONCILE APPLY
-        // takes it.
-        records[head as usize].next_live = qty_slot;
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get_mut(&off) {
+                index.insert(seq);
+            }
+        }
+    }
+
+    /// The oldest live record of the chain headed by `head` that is newer
+    /// than `seq` (`seq < head`, not in the chain): where `seq` goes. Walks
+    /// at most `CHAIN_WALK` records, or asks the buyer's index; a chain
+    /// found longer gets its index, built in one walk (O(n) once, paid for
+    /// by the n joins that made the chain since it was last short), and
+    /// from then on O(log n).
+    fn newer_live(&mut self, head: u32, seq: u32) -> u32 {
+        let off = self.records[head as usize].user;
+        let newer = |index: &std::collections::BTreeSet<u32>| index.range(seq..).next().copied().unwrap_or(head);
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get(&off) {
+                return newer(index);
+            }
+        }
+        let records = &self.records;
         let mut at = head;
-        while records[at as usize].prev_live != NONE && records[at as usize].prev_live > seq {
+        for step in 1..=CHAIN_WALK {
+            let older = records[at as usize].prev_live;
+            if older == NONE || older < seq {
+                walked(step);
+                return at;
+            }
+            at = older;
+        }
+        let mut seqs = Vec::new();
+        let mut at = head;
+        while at != NONE {
+            seqs.push(at);
             at = records[at as usize].prev_live;
         }
-        let older = records[at as usize].prev_live;
-        records[seq as usize].prev_live = older;
-        records[seq as usize].next_live = at;
-        records[at as usize].prev_live = seq;
-        if older != NONE {
-            records[older as usize].next_live = seq;
-        }
+        walked(CHAIN_WALK + seqs.len());
+        seqs.reverse();
+        let index: std::collections::BTreeSet<u32> = seqs.into_iter().collect();
+        let at = newer(&index);
+        self.chain_index.insert(off, index);
+        at
     }
 
     /// Unlinks a record that stops being live from its buyer's chain, in
@@ -978,6 +1047,14 @@ impl Sale {
     fn leave_buyer(&mut self, seq: u32) {
         let Record { prev_live: older, next_live: newer, user, .. } = self.records[seq as usize];
         let qty = self.records[seq as usize].qty();
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get_mut(&user) {
+                index.remove(&seq);
+                if index.len() <= CHAIN_WALK / 2 {
+                    self.chain_index.remove(&user);
+                }
+            }
+        }
         let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
         let hash = hasher.hash_one(arena.get(user));
         // The records of a chain share their user's arena offset: comparing
@@ -1284,6 +1361,7 @@ impl Sale {
             + self.client_ids.allocation_size()
             + self.buyers.allocation_size()
             + self.chain_qty.bytes()
+            + self.chain_index.values().map(|index| 64 + index.len() * 9).sum::<usize>()
             + self.multi_takes.values().map(|t| 24 + t.len() * size_of::<Take>()).sum::<usize>()
             + self.buckets.count() as usize * 16
             + self.transfers.as_ref().map_or(0, |t| t.heap_estimate())
@@ -1377,6 +1455,7 @@ impl Sale {
             return Err(format!("{} buyers indexed, {} hold live records", self.buyers.len(), chains.len()));
         }
         let mut used = std::collections::HashSet::new();
+        let mut indexed = 0;
         for (user, seqs) in &chains {
             let head = *seqs.last().unwrap_or(&NONE);
             if self.buyer_head(user) != Some(head) {
@@ -1409,6 +1488,15 @@ impl Sale {
             if self.buyer_qty(head) != sum {
                 return Err(format!("buyer {user:?}: quantity {} but {sum}", self.buyer_qty(head)));
             }
+            if let Some(index) = self.chain_index.get(&off) {
+                indexed += 1;
+                if index.len() <= CHAIN_WALK / 2 || !index.iter().eq(seqs.iter()) {
+                    return Err(format!("buyer {user:?}: index {index:?}, live records {seqs:?}"));
+                }
+            }
+        }
+        if indexed != self.chain_index.len() {
+            return Err(format!("{} chain indexes, {indexed} of them for a live chain", self.chain_index.len()));
         }
         let mut free = self.free_qty;
         let mut free_count = 0;
