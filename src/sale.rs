@@ -1632,6 +1632,94 @@ mod tests {
         }
     }
 
+    fn walked_so_far() -> usize {
+        WALKED.with(|w| w.get())
+    }
+
+    /// Retakes deep into a long chain go through the buyer's index, which
+    /// RESERVE and RELEASE keep exact and which goes when the chain is
+    /// short again; a retake near the head walks and builds nothing.
+    #[test]
+    fn retake_into_a_long_chain_indexes_the_buyer() {
+        let mut s = Sale::new(config(1000, 1000, 0));
+        let ids: Vec<Box<[u8]>> = (0..200).map(|i| reserve(&mut s, b"whale", 1, None, i).unwrap()).collect();
+        reserve(&mut s, b"minnow", 1, None, 200).unwrap();
+        let retake = |s: &mut Sale, i: usize| {
+            let takes = s.plan_retake(&ids[i]).unwrap();
+            s.retake(&ids[i], takes).unwrap();
+            s.check_internals().unwrap();
+        };
+        for i in [190, 150, 100, 0, 1, 2, 99, 101, 199] {
+            s.release(&ids[i], State::Released);
+        }
+        // 190 is 9 records from the head: a walk, no index.
+        retake(&mut s, 190);
+        assert!(s.chain_index.is_empty());
+        // 150 is 48 deep: the buyer gets an index, and it serves the rest.
+        let before = walked_so_far();
+        retake(&mut s, 150);
+        assert_eq!(s.chain_index.len(), 1);
+        assert_eq!(walked_so_far() - before, CHAIN_WALK + 192);
+        let before = walked_so_far();
+        for i in [0, 2, 100, 1, 199, 99, 101] {
+            retake(&mut s, i);
+        }
+        assert_eq!(walked_so_far(), before);
+        assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
+        // RESERVE and RELEASE of the indexed buyer (head, near the tail, middle).
+        let newest = reserve(&mut s, b"whale", 1, None, 300).unwrap();
+        s.check_internals().unwrap();
+        for id in [&newest, &ids[3], &ids[120], &ids[198]] {
+            assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
+            s.check_internals().unwrap();
+        }
+        assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
+        // Not persisted, not compared: a reload has no index and the same state.
+        let back = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+        assert!(back == s && back.chain_index.is_empty());
+        back.check_internals().unwrap();
+        // Down to `CHAIN_WALK / 2` live records, the index goes.
+        // (The 9 retaken ones are confirmed: they stay.)
+        for id in &ids {
+            if s.release(id, State::Released) == ReleaseOutcome::Released {
+                s.check_internals().unwrap();
+                let live = s.records().filter(|r| r.state().is_live() && r.user() == b"whale").count();
+                assert_eq!(s.chain_index.is_empty(), live <= CHAIN_WALK / 2, "{live} live");
+            }
+        }
+        assert!(s.chain_index.is_empty());
+    }
+
+    /// Retaking the 1000 oldest records of a long chain walks it once
+    /// (to build the index), not once per retake; a sale whose retakes stay
+    /// near the head never builds one.
+    #[test]
+    fn retakes_walk_a_long_chain_once() {
+        const N: usize = 20_000;
+        let mut s = Sale::new(config(N as u64, N as u64, 0));
+        let ids: Vec<Box<[u8]>> = (0..N).map(|i| reserve(&mut s, b"whale", 1, None, i as u64).unwrap()).collect();
+        for id in &ids[..1000] {
+            s.release(id, State::Released);
+        }
+        let before = walked_so_far();
+        for id in &ids[..1000] {
+            let takes = s.plan_retake(id).unwrap();
+            s.retake(id, takes).unwrap();
+        }
+        let steps = walked_so_far() - before;
+        assert!(steps <= N + 1000 * CHAIN_WALK, "{steps} records walked for 1000 retakes into a chain of {N}");
+        s.check_internals().unwrap();
+        let mut plain = Sale::new(config(100, 100, 0));
+        let ids: Vec<Box<[u8]>> = (0..50).map(|i| reserve(&mut plain, b"u", 1, None, i).unwrap()).collect();
+        for id in ids.iter().rev().take(CHAIN_WALK) {
+            plain.release(id, State::Released);
+            let takes = plain.plan_retake(id).unwrap();
+            plain.retake(id, takes).unwrap();
+        }
+        assert!(plain.chain_index.is_empty());
+        plain.check_internals().unwrap();
+    }
+
     /// Holds spread over many chunks: the cursor skips chunks without any,
     /// `due_holds` stops at `max` and at the first hold not yet due.
     #[test]
@@ -1689,13 +1777,19 @@ mod tests {
         assert!(s.heap_estimate() - empty < 512, "{} bytes for one reservation", s.heap_estimate() - empty);
     }
 
-    /// A buyer's live quantity and newest live id.
-    type Held = (u64, Option<Box<[u8]>>);
+    /// A buyer's live quantity and newest live record.
+    type Held = (u64, Option<u32>);
 
     #[derive(Clone, Debug)]
     enum Op {
         Reserve(u8, u64),
+        /// One unit, `n` times: a long chain.
+        ReserveMany(u8, u8),
         Release(usize),
+        /// `n` ids in a row from the k-th.
+        ReleaseRun(usize, u8),
+        /// Every pending reservation of a user: a chain gets short again.
+        ReleaseUser(u8),
         Expire(usize),
         Confirm(usize),
         Retake(usize),
@@ -1705,10 +1799,13 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             5 => (0u8..4, 1u64..=4).prop_map(|(u, q)| Op::Reserve(u, q)),
+            2 => (0u8..4, 20u8..80).prop_map(|(u, n)| Op::ReserveMany(u, n)),
             3 => any::<usize>().prop_map(Op::Release),
+            1 => (any::<usize>(), 5u8..40).prop_map(|(k, n)| Op::ReleaseRun(k, n)),
+            1 => (0u8..4).prop_map(Op::ReleaseUser),
             1 => any::<usize>().prop_map(Op::Expire),
             1 => any::<usize>().prop_map(Op::Confirm),
-            2 => any::<usize>().prop_map(Op::Retake),
+            4 => any::<usize>().prop_map(Op::Retake),
             1 => Just(Op::Reload),
         ]
     }
@@ -1716,12 +1813,17 @@ mod tests {
     proptest! {
         #![proptest_config(crate::model_tests::pt_config())]
 
-        /// Few buyers, a high LIMIT and long chains, released, expired and
-        /// retaken in any order: every derived structure stays exact, and
-        /// LIMIT follows each buyer's live quantity and newest live record.
+        /// Few buyers, a high LIMIT and long chains (past `CHAIN_WALK`,
+        /// indexed), released, expired and retaken in any order: every
+        /// derived structure stays exact, and LIMIT follows each buyer's
+        /// live quantity and newest live record.
         #[test]
-        fn chains_follow_the_records(limit in 1u64..=40, hold in prop_oneof![Just(0u64), 1u64..50], ops in vec(op(), 1..120)) {
-            let mut s = Sale::new(config(200, limit, hold));
+        fn chains_follow_the_records(
+            limit in prop_oneof![1 => 1u64..=40, 2 => Just(1000u64)],
+            hold in prop_oneof![Just(0u64), 1u64..50],
+            ops in vec(op(), 1..160),
+        ) {
+            let mut s = Sale::new(config(400, limit, hold));
             let mut ids: Vec<Box<[u8]>> = Vec::new();
             for (now, op) in ops.iter().enumerate() {
                 let now = now as u64;
@@ -1731,6 +1833,28 @@ mod tests {
                         let user = [b'u', b'0' + u];
                         if let Ok(id) = reserve(&mut s, &user, q, None, now) {
                             ids.push(id);
+                        }
+                    }
+                    Op::ReserveMany(u, n) => {
+                        let user = [b'u', b'0' + u];
+                        for _ in 0..n {
+                            if let Ok(id) = reserve(&mut s, &user, 1, None, now) {
+                                ids.push(id);
+                            }
+                        }
+                    }
+                    Op::ReleaseRun(k, n) => {
+                        for j in 0..usize::from(n) {
+                            if let Some(id) = pick(k.wrapping_add(j)) {
+                                s.release(&id, State::Released);
+                            }
+                        }
+                    }
+                    Op::ReleaseUser(u) => {
+                        for id in &ids {
+                            if s.get(id).is_some_and(|r| r.user() == [b'u', b'0' + u]) {
+                                s.release(id, State::Released);
+                            }
                         }
                     }
                     Op::Release(k) | Op::Expire(k) => {
@@ -1757,15 +1881,16 @@ mod tests {
                     prop_assert!(false, "after {:?}: {}", op, e);
                 }
                 // LIMIT against a plain sum over the records.
-                let mut live: HashMap<Vec<u8>, Held> = HashMap::new();
+                let mut live: HashMap<&[u8], Held> = HashMap::new();
                 for r in s.records().filter(|r| r.state().is_live()) {
-                    let e = live.entry(r.user().to_vec()).or_default();
+                    let e = live.entry(r.user()).or_default();
                     e.0 += r.qty();
-                    e.1 = Some(r.id());
+                    e.1 = Some(r.seq());
                 }
                 for u in 0..4u8 {
                     let user = [b'u', b'0' + u];
-                    let (held, newest) = live.get(&user[..]).cloned().unwrap_or_default();
+                    let (held, newest) = live.get(&user[..]).copied().unwrap_or_default();
+                    let newest = newest.map(|seq| RecordView { sale: &s, seq }.id());
                     let got = s.decide_reserve(&user, limit, None, now);
                     if held > 0 {
                         prop_assert_eq!(got, Err(Refusal::Limit(newest)));
@@ -1909,23 +2034,26 @@ mod bench {
         for i in (0..1000).chain(spread.iter().copied()) {
             assert_eq!(s.release(&ids[i], State::Released), ReleaseOutcome::Released);
         }
+        let walked = || WALKED.with(|w| w.get());
         let retake = |s: &mut Sale, rows: &mut dyn Iterator<Item = usize>| {
-            let (t, mut worst) = (Instant::now(), 0u128);
+            let (t, mut worst, steps) = (Instant::now(), 0u128, walked());
             for i in rows {
                 let one = Instant::now();
                 let takes = s.plan_retake(&ids[i]).expect("stock");
                 s.retake(&ids[i], takes).expect("retaken");
                 worst = worst.max(one.elapsed().as_nanos());
             }
-            (t.elapsed().as_secs_f64() * 1e3, worst as f64 / 1e3)
+            (t.elapsed().as_secs_f64() * 1e3, worst as f64 / 1e3, walked() - steps)
         };
-        let (oldest, oldest_worst) = retake(&mut s, &mut (0..1000));
-        let (spread_ms, spread_worst) = retake(&mut s, &mut spread.iter().copied());
+        let (oldest, oldest_worst, oldest_steps) = retake(&mut s, &mut (0..1000));
+        let (spread_ms, spread_worst, spread_steps) = retake(&mut s, &mut spread.iter().copied());
         let t = Instant::now();
         for i in 0..1000 {
             reserve(&mut s, b"whale", (N + i) as u64).expect("reserved");
         }
         let reserves = t.elapsed().as_secs_f64() * 1e3;
-        println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us); 1000 RESERVEs {reserves:.2} ms");
+        println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us, {oldest_steps} records walked), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us, {spread_steps} walked); 1000 RESERVEs {reserves:.2} ms");
+        let index: usize = s.chain_index.values().map(|index| index.len()).sum();
+        println!("growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation", s.chain_index.len(), s.heap_estimate() as f64 / N as f64);
     }
 }
