@@ -15,7 +15,11 @@
 //! buyer's own reservations. The indexes grow incrementally (`SeqIndex`),
 //! records and arena grow in chunks that never move, a buyer's live
 //! quantity is a counter and its records a doubly linked chain, and the hold
-//! cursor skips chunks without holds.
+//! cursor skips chunks without holds. An old record coming back into a long
+//! chain (a RECONCILE APPLY retake) finds its place in O(log n) in an
+//! ordered index of that buyer's records, kept only while the chain stays
+//! long; building it walks the chain once, a cost the joins that made the
+//! chain have paid for (amortised O(1) each).
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -210,6 +214,22 @@ pub struct Tally {
 const NONE: u32 = u32::MAX;
 /// `Record::id` of a generated id, `<tag>-<seq>`.
 const GENERATED: u32 = u32::MAX;
+/// A record coming back into its buyer's chain (RECONCILE retake) walks at
+/// most this many records from the head to find its place; past that the
+/// buyer gets an ordered index (`Sale::chain_index`), dropped again once
+/// the chain is down to `CHAIN_WALK / 2` records.
+const CHAIN_WALK: usize = 32;
+
+// Records a retake walked to find its place (tests only).
+#[cfg(test)]
+thread_local! {
+    static WALKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn walked(_records: usize) {
+    #[cfg(test)]
+    WALKED.with(|w| w.set(w.get() + _records));
+}
 
 // `Record::meta`: quantity, bucket, state and deadline flag in one word, so
 // that both chain links fit in 32 bytes.
@@ -542,6 +562,13 @@ pub struct Sale {
     /// holds the next free one; `free_qty` is the first.
     chain_qty: Chunked<u64>,
     free_qty: u32,
+    /// Derived, never persisted, not compared: the live sequence numbers of
+    /// each buyer whose chain a retake found long (see `CHAIN_WALK`), keyed
+    /// by the user offset its records share (fixed while the chain is not
+    /// empty), so a retake finds its place in O(log n). Joins and leaves of
+    /// that buyer keep it exact. Empty in a sale without such retakes:
+    /// RESERVE and RELEASE then pay one `is_empty`.
+    chain_index: HashMap<u32, std::collections::BTreeSet<u32>>,
     /// Takes of live records that borrowed from several buckets.
     multi_takes: HashMap<u32, Box<[Take]>>,
     /// The first hold (the record count when there is none); every change
@@ -601,6 +628,7 @@ impl Sale {
             buyers: SeqIndex::new(),
             chain_qty: Chunked::new(),
             free_qty: NONE,
+            chain_index: HashMap::new(),
             multi_takes: HashMap::new(),
             hold_cursor: 0,
             tally: Tally::default(),
@@ -1026,31 +1054,72 @@ impl Sale {
                 k
             }
         };
-        self.records[seq as usize].user = self.records[head as usize].user;
-        let records = &mut self.records;
+        let off = self.records[head as usize].user;
+        self.records[seq as usize].user = off;
         if seq > head {
+            let records = &mut self.records;
             records[head as usize].next_live = seq;
             records[seq as usize].prev_live = head;
             records[seq as usize].next_live = qty_slot;
-            return;
+        } else {
+            // An older record coming back (RECONCILE retake): it goes where
+            // its sequence number sorts, so that the head is still the
+            // newest after any record leaves (LIMIT replies with the newest
+            // live id), and the chain is the one a reload builds.
+            self.records[head as usize].next_live = qty_slot;
+            let at = self.newer_live(head, seq);
+            let records = &mut self.records;
+            let older = records[at as usize].prev_live;
+            records[seq as usize].prev_live = older;
+            records[seq as usize].next_live = at;
+            records[at as usize].prev_live = seq;
+            if older != NONE {
+                records[older as usize].next_live = seq;
+            }
         }
-        // An older record coming back (RECONCILE retake): it goes where its
-        // sequence number sorts, so that the head is still the newest after
-        // any record leaves (LIMIT replies with the newest live id). Finding
-        // the place is the one walk along a chain; only RECONCILE APPLY
-        // takes it.
-        records[head as usize].next_live = qty_slot;
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get_mut(&off) {
+                index.insert(seq);
+            }
+        }
+    }
+
+    /// The oldest live record of the chain headed by `head` that is newer
+    /// than `seq` (`seq < head`, not in the chain): where `seq` goes. Walks
+    /// at most `CHAIN_WALK` records, or asks the buyer's index; a chain
+    /// found longer gets its index, built in one walk (O(n) once, paid for
+    /// by the n joins that made the chain since it was last short), and
+    /// from then on O(log n).
+    fn newer_live(&mut self, head: u32, seq: u32) -> u32 {
+        let off = self.records[head as usize].user;
+        let newer = |index: &std::collections::BTreeSet<u32>| index.range(seq..).next().copied().unwrap_or(head);
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get(&off) {
+                return newer(index);
+            }
+        }
+        let records = &self.records;
         let mut at = head;
-        while records[at as usize].prev_live != NONE && records[at as usize].prev_live > seq {
+        for step in 1..=CHAIN_WALK {
+            let older = records[at as usize].prev_live;
+            if older == NONE || older < seq {
+                walked(step);
+                return at;
+            }
+            at = older;
+        }
+        let mut seqs = Vec::new();
+        let mut at = head;
+        while at != NONE {
+            seqs.push(at);
             at = records[at as usize].prev_live;
         }
-        let older = records[at as usize].prev_live;
-        records[seq as usize].prev_live = older;
-        records[seq as usize].next_live = at;
-        records[at as usize].prev_live = seq;
-        if older != NONE {
-            records[older as usize].next_live = seq;
-        }
+        walked(CHAIN_WALK + seqs.len());
+        seqs.reverse();
+        let index: std::collections::BTreeSet<u32> = seqs.into_iter().collect();
+        let at = newer(&index);
+        self.chain_index.insert(off, index);
+        at
     }
 
     /// Unlinks a record that stops being live from its buyer's chain, in
@@ -1058,6 +1127,14 @@ impl Sale {
     fn leave_buyer(&mut self, seq: u32) {
         let Record { prev_live: older, next_live: newer, user, .. } = self.records[seq as usize];
         let qty = self.records[seq as usize].qty();
+        if !self.chain_index.is_empty() {
+            if let Some(index) = self.chain_index.get_mut(&user) {
+                index.remove(&seq);
+                if index.len() <= CHAIN_WALK / 2 {
+                    self.chain_index.remove(&user);
+                }
+            }
+        }
         let (records, arena, hasher) = (&self.records, &self.arena, &self.hasher);
         let hash = hasher.hash_one(arena.get(user));
         // The records of a chain share their user's arena offset: comparing
@@ -1376,6 +1453,7 @@ impl Sale {
             + self.client_ids.allocation_size()
             + self.buyers.allocation_size()
             + self.chain_qty.bytes()
+            + self.chain_index.values().map(|index| 64 + index.len() * 9).sum::<usize>()
             + self.multi_takes.values().map(|t| 24 + t.len() * size_of::<Take>()).sum::<usize>()
             + self.buckets.count() as usize * 16
             + self.transfers.as_ref().map_or(0, |t| t.heap_estimate())
@@ -1469,6 +1547,7 @@ impl Sale {
             return Err(format!("{} buyers indexed, {} hold live records", self.buyers.len(), chains.len()));
         }
         let mut used = std::collections::HashSet::new();
+        let mut indexed = 0;
         for (user, seqs) in &chains {
             let head = *seqs.last().unwrap_or(&NONE);
             if self.buyer_head(user) != Some(head) {
@@ -1501,6 +1580,15 @@ impl Sale {
             if self.buyer_qty(head) != sum {
                 return Err(format!("buyer {user:?}: quantity {} but {sum}", self.buyer_qty(head)));
             }
+            if let Some(index) = self.chain_index.get(&off) {
+                indexed += 1;
+                if index.len() <= CHAIN_WALK / 2 || !index.iter().eq(seqs.iter()) {
+                    return Err(format!("buyer {user:?}: index {index:?}, live records {seqs:?}"));
+                }
+            }
+        }
+        if indexed != self.chain_index.len() {
+            return Err(format!("{} chain indexes, {indexed} of them for a live chain", self.chain_index.len()));
         }
         let mut free = self.free_qty;
         let mut free_count = 0;
@@ -1636,6 +1724,94 @@ mod tests {
         }
     }
 
+    fn walked_so_far() -> usize {
+        WALKED.with(|w| w.get())
+    }
+
+    /// Retakes deep into a long chain go through the buyer's index, which
+    /// RESERVE and RELEASE keep exact and which goes when the chain is
+    /// short again; a retake near the head walks and builds nothing.
+    #[test]
+    fn retake_into_a_long_chain_indexes_the_buyer() {
+        let mut s = Sale::new(config(1000, 1000, 0));
+        let ids: Vec<Box<[u8]>> = (0..200).map(|i| reserve(&mut s, b"whale", 1, None, i).unwrap()).collect();
+        reserve(&mut s, b"minnow", 1, None, 200).unwrap();
+        let retake = |s: &mut Sale, i: usize| {
+            let takes = s.plan_retake(&ids[i]).unwrap();
+            s.retake(&ids[i], takes).unwrap();
+            s.check_internals().unwrap();
+        };
+        for i in [190, 150, 100, 0, 1, 2, 99, 101, 199] {
+            s.release(&ids[i], State::Released);
+        }
+        // 190 is 9 records from the head: a walk, no index.
+        retake(&mut s, 190);
+        assert!(s.chain_index.is_empty());
+        // 150 is 48 deep: the buyer gets an index, and it serves the rest.
+        let before = walked_so_far();
+        retake(&mut s, 150);
+        assert_eq!(s.chain_index.len(), 1);
+        assert_eq!(walked_so_far() - before, CHAIN_WALK + 192);
+        let before = walked_so_far();
+        for i in [0, 2, 100, 1, 199, 99, 101] {
+            retake(&mut s, i);
+        }
+        assert_eq!(walked_so_far(), before);
+        assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
+        // RESERVE and RELEASE of the indexed buyer (head, near the tail, middle).
+        let newest = reserve(&mut s, b"whale", 1, None, 300).unwrap();
+        s.check_internals().unwrap();
+        for id in [&newest, &ids[3], &ids[120], &ids[198]] {
+            assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
+            s.check_internals().unwrap();
+        }
+        assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
+        // Not persisted, not compared: a reload has no index and the same state.
+        let back = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+        assert!(back == s && back.chain_index.is_empty());
+        back.check_internals().unwrap();
+        // Down to `CHAIN_WALK / 2` live records, the index goes.
+        // (The 9 retaken ones are confirmed: they stay.)
+        for id in &ids {
+            if s.release(id, State::Released) == ReleaseOutcome::Released {
+                s.check_internals().unwrap();
+                let live = s.records().filter(|r| r.state().is_live() && r.user() == b"whale").count();
+                assert_eq!(s.chain_index.is_empty(), live <= CHAIN_WALK / 2, "{live} live");
+            }
+        }
+        assert!(s.chain_index.is_empty());
+    }
+
+    /// Retaking the 1000 oldest records of a long chain walks it once
+    /// (to build the index), not once per retake; a sale whose retakes stay
+    /// near the head never builds one.
+    #[test]
+    fn retakes_walk_a_long_chain_once() {
+        const N: usize = 20_000;
+        let mut s = Sale::new(config(N as u64, N as u64, 0));
+        let ids: Vec<Box<[u8]>> = (0..N).map(|i| reserve(&mut s, b"whale", 1, None, i as u64).unwrap()).collect();
+        for id in &ids[..1000] {
+            s.release(id, State::Released);
+        }
+        let before = walked_so_far();
+        for id in &ids[..1000] {
+            let takes = s.plan_retake(id).unwrap();
+            s.retake(id, takes).unwrap();
+        }
+        let steps = walked_so_far() - before;
+        assert!(steps <= N + 1000 * CHAIN_WALK, "{steps} records walked for 1000 retakes into a chain of {N}");
+        s.check_internals().unwrap();
+        let mut plain = Sale::new(config(100, 100, 0));
+        let ids: Vec<Box<[u8]>> = (0..50).map(|i| reserve(&mut plain, b"u", 1, None, i).unwrap()).collect();
+        for id in ids.iter().rev().take(CHAIN_WALK) {
+            plain.release(id, State::Released);
+            let takes = plain.plan_retake(id).unwrap();
+            plain.retake(id, takes).unwrap();
+        }
+        assert!(plain.chain_index.is_empty());
+        plain.check_internals().unwrap();
+    }
+
     /// Holds spread over many chunks: the cursor skips chunks without any,
     /// `due_holds` stops at `max` and at the first hold not yet due.
     #[test]
@@ -1693,13 +1869,19 @@ mod tests {
         assert!(s.heap_estimate() - empty < 512, "{} bytes for one reservation", s.heap_estimate() - empty);
     }
 
-    /// A buyer's live quantity and newest live id.
-    type Held = (u64, Option<Box<[u8]>>);
+    /// A buyer's live quantity and newest live record.
+    type Held = (u64, Option<u32>);
 
     #[derive(Clone, Debug)]
     enum Op {
         Reserve(u8, u64),
+        /// One unit, `n` times: a long chain.
+        ReserveMany(u8, u8),
         Release(usize),
+        /// `n` ids in a row from the k-th.
+        ReleaseRun(usize, u8),
+        /// Every pending reservation of a user: a chain gets short again.
+        ReleaseUser(u8),
         Expire(usize),
         Confirm(usize),
         Retake(usize),
@@ -1709,10 +1891,13 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             5 => (0u8..4, 1u64..=4).prop_map(|(u, q)| Op::Reserve(u, q)),
+            2 => (0u8..4, 20u8..80).prop_map(|(u, n)| Op::ReserveMany(u, n)),
             3 => any::<usize>().prop_map(Op::Release),
+            1 => (any::<usize>(), 5u8..40).prop_map(|(k, n)| Op::ReleaseRun(k, n)),
+            1 => (0u8..4).prop_map(Op::ReleaseUser),
             1 => any::<usize>().prop_map(Op::Expire),
             1 => any::<usize>().prop_map(Op::Confirm),
-            2 => any::<usize>().prop_map(Op::Retake),
+            4 => any::<usize>().prop_map(Op::Retake),
             1 => Just(Op::Reload),
         ]
     }
@@ -1720,12 +1905,17 @@ mod tests {
     proptest! {
         #![proptest_config(crate::model_tests::pt_config())]
 
-        /// Few buyers, a high LIMIT and long chains, released, expired and
-        /// retaken in any order: every derived structure stays exact, and
-        /// LIMIT follows each buyer's live quantity and newest live record.
+        /// Few buyers, a high LIMIT and long chains (past `CHAIN_WALK`,
+        /// indexed), released, expired and retaken in any order: every
+        /// derived structure stays exact, and LIMIT follows each buyer's
+        /// live quantity and newest live record.
         #[test]
-        fn chains_follow_the_records(limit in 1u64..=40, hold in prop_oneof![Just(0u64), 1u64..50], ops in vec(op(), 1..120)) {
-            let mut s = Sale::new(config(200, limit, hold));
+        fn chains_follow_the_records(
+            limit in prop_oneof![1 => 1u64..=40, 2 => Just(1000u64)],
+            hold in prop_oneof![Just(0u64), 1u64..50],
+            ops in vec(op(), 1..160),
+        ) {
+            let mut s = Sale::new(config(400, limit, hold));
             let mut ids: Vec<Box<[u8]>> = Vec::new();
             for (now, op) in ops.iter().enumerate() {
                 let now = now as u64;
@@ -1735,6 +1925,28 @@ mod tests {
                         let user = [b'u', b'0' + u];
                         if let Ok(id) = reserve(&mut s, &user, q, None, now) {
                             ids.push(id);
+                        }
+                    }
+                    Op::ReserveMany(u, n) => {
+                        let user = [b'u', b'0' + u];
+                        for _ in 0..n {
+                            if let Ok(id) = reserve(&mut s, &user, 1, None, now) {
+                                ids.push(id);
+                            }
+                        }
+                    }
+                    Op::ReleaseRun(k, n) => {
+                        for j in 0..usize::from(n) {
+                            if let Some(id) = pick(k.wrapping_add(j)) {
+                                s.release(&id, State::Released);
+                            }
+                        }
+                    }
+                    Op::ReleaseUser(u) => {
+                        for id in &ids {
+                            if s.get(id).is_some_and(|r| r.user() == [b'u', b'0' + u]) {
+                                s.release(id, State::Released);
+                            }
                         }
                     }
                     Op::Release(k) | Op::Expire(k) => {
@@ -1761,15 +1973,16 @@ mod tests {
                     prop_assert!(false, "after {:?}: {}", op, e);
                 }
                 // LIMIT against a plain sum over the records.
-                let mut live: HashMap<Vec<u8>, Held> = HashMap::new();
+                let mut live: HashMap<&[u8], Held> = HashMap::new();
                 for r in s.records().filter(|r| r.state().is_live()) {
-                    let e = live.entry(r.user().to_vec()).or_default();
+                    let e = live.entry(r.user()).or_default();
                     e.0 += r.qty();
-                    e.1 = Some(r.id());
+                    e.1 = Some(r.seq());
                 }
                 for u in 0..4u8 {
                     let user = [b'u', b'0' + u];
-                    let (held, newest) = live.get(&user[..]).cloned().unwrap_or_default();
+                    let (held, newest) = live.get(&user[..]).copied().unwrap_or_default();
+                    let newest = newest.map(|seq| RecordView { sale: &s, seq }.id());
                     let got = s.decide_reserve(&user, limit, None, now);
                     if held > 0 {
                         prop_assert_eq!(got, Err(Refusal::Limit(newest)));
@@ -1898,5 +2111,41 @@ mod bench {
             assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
         }
         println!("growth: one buyer, RELEASE of the 1000 oldest: average {:.2} us", t.elapsed().as_nanos() as f64 / 1e6);
+    }
+
+    /// One buyer with 300k live reservations: a RECONCILE APPLY retakes the
+    /// 1000 oldest (released first) back into the chain, oldest first, then
+    /// 1000 spread over the chain; each compared with as many RESERVEs.
+    #[test]
+    #[ignore]
+    fn growth_retake_into_a_long_chain() {
+        const N: usize = 300_000;
+        let mut s = Sale::new(open(MAX_TOTAL));
+        let ids: Vec<Box<[u8]>> = (0..N).map(|i| reserve(&mut s, b"whale", i as u64).expect("reserved")).collect();
+        let spread: Vec<usize> = (0..1000).map(|k| 1000 + k * (N - 1000) / 1000).collect();
+        for i in (0..1000).chain(spread.iter().copied()) {
+            assert_eq!(s.release(&ids[i], State::Released), ReleaseOutcome::Released);
+        }
+        let walked = || WALKED.with(|w| w.get());
+        let retake = |s: &mut Sale, rows: &mut dyn Iterator<Item = usize>| {
+            let (t, mut worst, steps) = (Instant::now(), 0u128, walked());
+            for i in rows {
+                let one = Instant::now();
+                let takes = s.plan_retake(&ids[i]).expect("stock");
+                s.retake(&ids[i], takes).expect("retaken");
+                worst = worst.max(one.elapsed().as_nanos());
+            }
+            (t.elapsed().as_secs_f64() * 1e3, worst as f64 / 1e3, walked() - steps)
+        };
+        let (oldest, oldest_worst, oldest_steps) = retake(&mut s, &mut (0..1000));
+        let (spread_ms, spread_worst, spread_steps) = retake(&mut s, &mut spread.iter().copied());
+        let t = Instant::now();
+        for i in 0..1000 {
+            reserve(&mut s, b"whale", (N + i) as u64).expect("reserved");
+        }
+        let reserves = t.elapsed().as_secs_f64() * 1e3;
+        println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us, {oldest_steps} records walked), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us, {spread_steps} walked); 1000 RESERVEs {reserves:.2} ms");
+        let index: usize = s.chain_index.values().map(|index| index.len()).sum();
+        println!("growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation", s.chain_index.len(), s.heap_estimate() as f64 / N as f64);
     }
 }
