@@ -43,15 +43,15 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::test_runner::Config as PtConfig;
 
-use crate::args::Order;
-use crate::buckets::Buckets;
-use crate::effect::Effect;
-use crate::encoding::{decode, encode};
-use crate::reconcile::{reconcile_orders, OrdersReport};
-use crate::report::Report;
-use crate::reservation::{valid_id, Reservation, State};
-use crate::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig, OPEN_END};
-use crate::transfers::SendDecision;
+use crate::wire::args::Order;
+use crate::rules::buckets::Buckets;
+use crate::rules::effect::Effect;
+use crate::wire::encoding::{decode, encode};
+use crate::rules::reconcile::{reconcile_orders, OrdersReport};
+use crate::rules::report::Report;
+use crate::rules::reservation::{valid_id, Reservation, State};
+use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig, OPEN_END};
+use crate::rules::transfers::SendDecision;
 
 /// Cases per property; `PROPTEST_CASES=n` runs more (a long soak).
 const CASES: u32 = 256;
@@ -116,7 +116,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // Every generated sale is a part of a split sale whose peers are
             // the model's PEERS, so SEND and RECV go through; plain sales'
             // refusals are unit-tested in transfers.rs.
-            split: Some(crate::args::split_config(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
+            split: Some(crate::wire::args::split_config(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
         })
 }
 
@@ -834,7 +834,7 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
 /// records in chunks), each effect through to_args / parse.
 fn aof_rebuild(s: &Sale, chunk: usize) -> Sale {
     let mut rebuilt: Option<Sale> = None;
-    crate::effect::rebuild(s, chunk, |e| match (roundtrip_effect(e), &mut rebuilt) {
+    crate::rules::effect::rebuild(s, chunk, |e| match (roundtrip_effect(e), &mut rebuilt) {
         (Effect::Init(cfg), None) => rebuilt = Some(Sale::new(cfg)),
         (e, Some(sale)) => {
             if let Err(err) = e.apply(sale) {
@@ -1018,13 +1018,13 @@ fn spec_id(s: &Sale, k: usize) -> Box<[u8]> {
     }
 }
 
-fn to_takes(s: &Sale, t: &TakesSpec, qty: u64) -> Vec<crate::buckets::Take> {
+fn to_takes(s: &Sale, t: &TakesSpec, qty: u64) -> Vec<crate::rules::buckets::Take> {
     match t {
-        TakesSpec::Raw(t) => t.iter().map(|&(bucket, qty)| crate::buckets::Take { bucket, qty }).collect(),
+        TakesSpec::Raw(t) => t.iter().map(|&(bucket, qty)| crate::rules::buckets::Take { bucket, qty }).collect(),
         TakesSpec::Planned(b) => s
             .buckets()
             .plan_take(b % s.config().shards, qty)
-            .unwrap_or_else(|| vec![crate::buckets::Take { bucket: b % s.config().shards, qty }]),
+            .unwrap_or_else(|| vec![crate::rules::buckets::Take { bucket: b % s.config().shards, qty }]),
         TakesSpec::Empty => Vec::new(),
     }
 }
@@ -1071,7 +1071,7 @@ fn resolve(s: &Sale, spec: &EffectSpec) -> Effect {
             }
             let peers = peers.iter().map(|&(p, sent, received)| {
                 let name: Box<[u8]> = if p < 2 { PEERS[p].into() } else { b"sale:{p9}".to_vec().into() };
-                (name, crate::transfers::Counters { sent, received })
+                (name, crate::rules::transfers::Counters { sent, received })
             });
             let tids = tids.iter().map(|t| format!("t{t}").into_bytes().into()).collect();
             Effect::Transfers { allocation, peers: peers.collect(), tids }
@@ -1079,8 +1079,8 @@ fn resolve(s: &Sale, spec: &EffectSpec) -> Effect {
     }
 }
 
-fn raw_takes(raw: &[(u32, u64)]) -> Vec<crate::buckets::Take> {
-    raw.iter().map(|&(bucket, qty)| crate::buckets::Take { bucket, qty }).collect()
+fn raw_takes(raw: &[(u32, u64)]) -> Vec<crate::rules::buckets::Take> {
+    raw.iter().map(|&(bucket, qty)| crate::rules::buckets::Take { bucket, qty }).collect()
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {

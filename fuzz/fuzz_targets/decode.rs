@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_seckill::encoding::{decode, encode};
+use redis_seckill::wire::encoding::{decode, encode};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(sale) = decode(data) {

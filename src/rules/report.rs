@@ -5,7 +5,7 @@ use std::ffi::CStr;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
-use crate::sale::Sale;
+use crate::rules::sale::Sale;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
@@ -129,7 +129,7 @@ impl Report {
     }
 }
 
-impl crate::reconcile::OrdersReport {
+impl crate::rules::reconcile::OrdersReport {
     /// RECONCILE's order classes, after the report's fields.
     pub fn extend(&self, doc: &mut Doc) {
         let count = |v: &Vec<Box<[u8]>>| Value::Int(v.len() as u64);
@@ -148,7 +148,7 @@ impl crate::reconcile::OrdersReport {
 }
 
 /// GET's reply: one reservation.
-pub fn reservation_doc(rec: &crate::sale::RecordView) -> Doc {
+pub fn reservation_doc(rec: &crate::rules::sale::RecordView) -> Doc {
     Doc(vec![
         ("user", Value::Text(rec.user().into())),
         ("qty", Value::Int(rec.qty())),
@@ -193,7 +193,7 @@ impl Doc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sale::{Sale, SaleConfig, OPEN_END};
+    use crate::rules::sale::{Sale, SaleConfig, OPEN_END};
 
     #[test]
     fn json_keeps_the_fields_their_order_and_numbers() {
@@ -210,7 +210,7 @@ mod tests {
         let get: serde_json::Value = serde_json::from_slice(&reservation_doc(&s.get(b"o1").unwrap()).to_json()).unwrap();
         assert_eq!(get, serde_json::json!({"user": "user-ü", "qty": 2, "state": "pending", "created_ms": 5, "deadline_ms": 0}));
         let mut doc = Report::of(&s).doc();
-        crate::reconcile::OrdersReport { ok: 1, pending: vec![b"p".to_vec().into()], ..Default::default() }.extend(&mut doc);
+        crate::rules::reconcile::OrdersReport { ok: 1, pending: vec![b"p".to_vec().into()], ..Default::default() }.extend(&mut doc);
         let json: serde_json::Value = serde_json::from_slice(&doc.to_json()).unwrap();
         assert_eq!((json["orders_ok"].clone(), json["orders_pending_ids"].clone()), (serde_json::json!(1), serde_json::json!(["p"])));
     }

@@ -24,12 +24,12 @@ use std::time::{Duration, Instant};
 use redis_module::key::KeyFlags;
 use redis_module::{Context, ContextFlags, NotifyEvent};
 
-use crate::commit::{Committer, Origin};
-use crate::datatype::SALE_TYPE;
-use crate::effect::Effect;
-use crate::rawapi::{self, AsyncLoad, SlotMigration};
-use crate::sale::Sale;
-use crate::schedule::Schedule;
+use crate::module::commit::{Committer, Origin};
+use crate::module::datatype::SALE_TYPE;
+use crate::rules::effect::Effect;
+use crate::module::rawapi::{self, AsyncLoad, SlotMigration};
+use crate::rules::sale::Sale;
+use crate::rules::schedule::Schedule;
 
 /// How often the master looks for holds that ran out, at the most.
 const PERIOD: Duration = Duration::from_millis(100);
@@ -109,7 +109,7 @@ pub fn on_async_load(event: AsyncLoad) {
 }
 
 fn in_ranges(ranges: &[(u16, u16)], key: &[u8]) -> bool {
-    let slot = crate::slot::key_slot(key);
+    let slot = crate::rules::slot::key_slot(key);
     ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
 }
 
@@ -182,7 +182,7 @@ pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) 
     }
     if event == "rename_to" {
         if let Some(from) = RENAMING.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            crate::datatype::follow_rename(ctx, &from, key);
+            crate::module::datatype::follow_rename(ctx, &from, key);
         }
     }
     if matches!(event, "rename_to" | "move_to" | "copy_to") {
@@ -208,7 +208,7 @@ pub fn expire_due(c: &Committer, sale: &mut Sale, now_ms: u64, max: usize) {
     }
     let due = sale.due_holds(now_ms, max);
     if let Err(e) = c.commit(sale, &Effect::Expire(due)) {
-        crate::warn::limited(c.ctx, &format!("seckill: hold expiry refused: {}", e.0));
+        crate::module::warn::limited(c.ctx, &format!("seckill: hold expiry refused: {}", e.0));
     }
 }
 
@@ -229,7 +229,7 @@ fn tick(ctx: &Context, _: ()) {
         sweep(ctx)
     }));
     let next = next.unwrap_or_else(|_| {
-        crate::stats::PANICS.add(1);
+        crate::module::stats::PANICS.add(1);
         PERIOD
     });
     ctx.create_timer(next, tick, ());
@@ -264,8 +264,8 @@ fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
     let Ok(Some(sale)) = k.get_value::<Sale>(&SALE_TYPE) else {
         return;
     };
-    crate::stats::EXPIRY_VISITS.add(1);
-    let stream = match crate::stream::open_for_sale(ctx, key, sale) {
+    crate::module::stats::EXPIRY_VISITS.add(1);
+    let stream = match crate::module::stream::open_for_sale(ctx, key, sale) {
         Ok(stream) => stream,
         Err(_) => {
             // The stream is not here (a slot migration): try again later

@@ -6,14 +6,14 @@
 use redis_module::key::RedisKeyWritable;
 use redis_module::{Context, RedisError, RedisString};
 
-use crate::datatype::SALE_TYPE;
+use crate::module::datatype::SALE_TYPE;
 
-use crate::effect::{pending_form, single_record, Effect, Event, EFFECT_COMMAND};
-use crate::rawapi::{self, Arg};
-use crate::reservation::NewRecord;
-use crate::sale::{Accepted, EffectError, Sale, SaleConfig};
-use crate::stats;
-use crate::stream::StreamKey;
+use crate::rules::effect::{pending_form, single_record, Effect, Event, EFFECT_COMMAND};
+use crate::module::rawapi::{self, Arg};
+use crate::rules::reservation::NewRecord;
+use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
+use crate::module::stats;
+use crate::module::stream::StreamKey;
 
 
 /// A stream key the command opened, or one opened for this commit.
@@ -34,10 +34,10 @@ impl Opened<'_> {
 /// RESERVE's stream entry, appended on the master and carried in its effect.
 struct Carried<'a> {
     stream: Opened<'a>,
-    added: crate::stream::Added,
+    added: crate::module::stream::Added,
     rec: NewRecord<'a>,
     user: Arg<'a>,
-    nums: crate::effect::Digits,
+    nums: crate::rules::effect::Digits,
 }
 
 /// What `publish_change` propagates: an effect, or the record a RESERVE accepted,
@@ -52,7 +52,7 @@ enum Change<'e> {
 impl<'e> Change<'e> {
     /// The new pending record, its user argument and its PENDING numbers,
     /// when the change has that short wire form.
-    fn pending(self) -> Option<(NewRecord<'e>, Arg<'e>, crate::effect::Digits)> {
+    fn pending(self) -> Option<(NewRecord<'e>, Arg<'e>, crate::rules::effect::Digits)> {
         let (rec, user) = match self {
             Change::Reserved(rec, user) => (rec, user),
             Change::Effect(effect) => {
@@ -131,7 +131,7 @@ impl Committer<'_> {
         // had holds is already scheduled early enough. (Loads, renames and
         // SWAPDB schedule it elsewhere.)
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
-            crate::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
+            crate::module::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {
@@ -151,7 +151,7 @@ impl Committer<'_> {
                     stats::EXPIRED.add(1);
                 }
                 match &carried {
-                    Some(c) => crate::stream::announce(self.ctx, c.stream.key()),
+                    Some(c) => crate::module::stream::announce(self.ctx, c.stream.key()),
                     None => self.append_stream(sale, event, id),
                 }
             }
@@ -167,11 +167,11 @@ impl Committer<'_> {
         let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
-        let entry = crate::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
-        match crate::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
+        let entry = crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
+        match crate::module::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
             Ok(added) => Some(Carried { stream: opened, added, rec, user, nums }),
             Err(e) => {
-                crate::warn::limited(self.ctx, &format!("seckill: {e}"));
+                crate::module::warn::limited(self.ctx, &format!("seckill: {e}"));
                 None
             }
         }
@@ -180,7 +180,7 @@ impl Committer<'_> {
     /// The sale's stream, if this key may write it: a copy of a sale under
     /// another name (COPY, RESTORE) writes no entries to its original's
     /// stream.
-    fn stream_of<'s>(&self, sale: &'s Sale) -> Option<&'s crate::sale::StreamConfig> {
+    fn stream_of<'s>(&self, sale: &'s Sale) -> Option<&'s crate::rules::sale::StreamConfig> {
         sale.config().stream.as_ref().filter(|s| s.writes_from(self.key.as_slice()))
     }
 
@@ -191,7 +191,7 @@ impl Committer<'_> {
             None => match StreamKey::open(self.ctx, key) {
                 Ok(k) => Some(Opened::Owned(k)),
                 Err(e) => {
-                    crate::warn::limited(self.ctx, &format!("seckill: {e}"));
+                    crate::module::warn::limited(self.ctx, &format!("seckill: {e}"));
                     None
                 }
             },
@@ -201,7 +201,7 @@ impl Committer<'_> {
     /// `SECKILL.EFFECT key PENDING id user nums ms-seq [length]`.
     fn replicate_pending(&self, c: &Carried) {
         let (r, nums, added) = (c.rec, c.nums.as_bytes(), &c.added);
-        let mut len = crate::effect::Digits::default();
+        let mut len = crate::rules::effect::Digits::default();
         let head = [Arg::Bytes(r.id), c.user, Arg::Bytes(nums), Arg::Bytes(added.id.as_bytes())];
         let all: &[Arg] = match added.length {
             Some(n) => {
@@ -263,7 +263,7 @@ impl Committer<'_> {
     }
 
     /// `SECKILL.EFFECT key PENDING id user nums`.
-    fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::effect::Digits) {
+    fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::rules::effect::Digits) {
         let args = [Arg::Bytes(rec.id), user, Arg::Bytes(nums.as_bytes())];
         rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &args);
     }
@@ -273,13 +273,13 @@ impl Committer<'_> {
         // A sale without a stream looks nothing up.
         let Some(stream) = self.stream_of(sale) else { return };
         let Some(rec) = sale.get(id) else { return };
-        let entry = crate::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
+        let entry = crate::module::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
         let Some(opened) = self.open_stream(&stream.key) else {
             return;
         };
-        if let Err(e) = crate::stream::append(self.ctx, opened.key(), stream.maxlen, &entry) {
+        if let Err(e) = crate::module::stream::append(self.ctx, opened.key(), stream.maxlen, &entry) {
             // The key's type and the caller's ACL were checked before the change.
-            crate::warn::limited(self.ctx, &format!("seckill: {e}"));
+            crate::module::warn::limited(self.ctx, &format!("seckill: {e}"));
         }
     }
 

@@ -11,9 +11,9 @@ use std::ptr::null_mut;
 
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags};
 
-use crate::effect::Digits;
-use crate::rawapi::ModuleStrings;
-use crate::sale::Sale;
+use crate::rules::effect::Digits;
+use crate::module::rawapi::ModuleStrings;
+use crate::rules::sale::Sale;
 
 /// One entry: `event <word> rid <id> user <user> qty <qty>`.
 pub struct Entry<'a> {
@@ -25,7 +25,7 @@ pub struct Entry<'a> {
 
 /// A constant if `bytes` is one, else a new string freed with `strings`.
 fn string(strings: &mut ModuleStrings, bytes: &[u8]) -> *mut raw::RedisModuleString {
-    crate::rawapi::constant(bytes).unwrap_or_else(|| strings.add(bytes))
+    crate::module::rawapi::constant(bytes).unwrap_or_else(|| strings.add(bytes))
 }
 
 /// A sale's stream key, opened for writing once per command: checked before
@@ -78,7 +78,7 @@ pub fn open_for_sale(ctx: &Context, name: &[u8], sale: &Sale) -> Result<Option<S
         return Ok(None);
     };
     let key = StreamKey::open(ctx, &stream.key)?;
-    if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::slot::key_slot(&stream.key)) {
+    if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::rules::slot::key_slot(&stream.key)) {
         return Err(STREAM_AWAY);
     }
     Ok(Some(key))
@@ -92,8 +92,8 @@ fn slot_moving(ctx: &Context, slot: u16) -> bool {
     let opts = CallOptionsBuilder::new().errors_as_replies().build();
     let reply: CallResult = ctx.call_ext("CLUSTER", &opts, &["NODES"]);
     match reply {
-        Ok(CallReply::String(s)) => crate::slot::moving_in(s.as_bytes(), slot),
-        Ok(CallReply::VerbatimString(s)) => s.as_parts().map_or(true, |(_, text)| crate::slot::moving_in(text, slot)),
+        Ok(CallReply::String(s)) => crate::rules::slot::moving_in(s.as_bytes(), slot),
+        Ok(CallReply::VerbatimString(s)) => s.as_parts().map_or(true, |(_, text)| crate::rules::slot::moving_in(text, slot)),
         _ => true,
     }
 }

@@ -9,21 +9,21 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
-use crate::args::{self, ArgError};
-use crate::commit::{Committer, Origin};
-use crate::datatype::SALE_TYPE;
-use crate::effect::Effect;
-use crate::expiry::{expire_due, now_ms, LAZY_CHUNK};
-use crate::reconcile::reconcile_orders;
-use crate::reply::Reply;
-use crate::report::Report;
-use crate::reservation::State;
-use crate::sale::{Refusal, Sale, SaleConfig, StreamConfig};
-use crate::rawapi;
-use crate::stats;
-use crate::stream::StreamKey;
-use crate::sale::TransferRefusal;
-use crate::transfers::SendDecision;
+use crate::wire::args::{self, ArgError};
+use crate::module::commit::{Committer, Origin};
+use crate::module::datatype::SALE_TYPE;
+use crate::rules::effect::Effect;
+use crate::module::expiry::{expire_due, now_ms, LAZY_CHUNK};
+use crate::rules::reconcile::reconcile_orders;
+use crate::module::reply::Reply;
+use crate::rules::report::Report;
+use crate::rules::reservation::State;
+use crate::rules::sale::{Refusal, Sale, SaleConfig, StreamConfig};
+use crate::module::rawapi;
+use crate::module::stats;
+use crate::module::stream::StreamKey;
+use crate::rules::sale::TransferRefusal;
+use crate::rules::transfers::SendDecision;
 
 /// One call's arguments: the key name (every command has one), the bytes
 /// of every argument (command name first), and Redis's own strings for
@@ -89,7 +89,7 @@ fn wrong_type(_: RedisError) -> RedisError {
     RedisError::WrongType
 }
 
-fn internal(e: crate::sale::EffectError) -> RedisError {
+fn internal(e: crate::rules::sale::EffectError) -> RedisError {
     RedisError::String(format!("ERR seckill internal error: {}", e.0))
 }
 
@@ -135,7 +135,7 @@ fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, Redis
 /// The sale's stream, checked as `check_stream` does and opened for the
 /// command's appends; TRYAGAIN while a slot migration has moved it away.
 fn sale_stream(ctx: &Context, name: &RedisString, sale: &Sale) -> Result<Option<StreamKey>, RedisError> {
-    let key = crate::stream::open_for_sale(ctx, name.as_slice(), sale).map_err(RedisError::Str)?;
+    let key = crate::module::stream::open_for_sale(ctx, name.as_slice(), sale).map_err(RedisError::Str)?;
     if let Some(key) = &key {
         check_acl(ctx, key)?;
     }
@@ -143,7 +143,7 @@ fn sale_stream(ctx: &Context, name: &RedisString, sale: &Sale) -> Result<Option<
 }
 
 fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
-    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::rawapi::may_insert(ctx, key.name()) {
+    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::module::rawapi::may_insert(ctx, key.name()) {
         return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
     }
     Ok(())
@@ -365,7 +365,7 @@ fn get(ctx: &Context, call: &Call) -> RedisResult {
     let Some(rec) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)?.and_then(|s| s.get(rid)) else {
         return Reply::Null.done(ctx);
     };
-    Reply::doc(crate::report::reservation_doc(&rec), format).done(ctx)
+    Reply::doc(crate::rules::report::reservation_doc(&rec), format).done(ctx)
 }
 
 /// SECKILL.EFFECT key op args... (internal): applies a replicated effect.
@@ -376,7 +376,7 @@ fn get(ctx: &Context, call: &Call) -> RedisResult {
 fn effect(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
     let flags = ctx.get_flags();
-    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::config::client_effects() {
+    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::module::config::client_effects() {
         stats::EFFECTS_DENIED.add(1);
         return Err(RedisError::Str(
             "ERR SECKILL.EFFECT is internal: it runs from the master link and while loading \
@@ -386,7 +386,7 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
-    let (effect_args, tail) = crate::effect::split_stream_tail(&argv[2..])?;
+    let (effect_args, tail) = crate::rules::effect::split_stream_tail(&argv[2..])?;
     let mut effect = Effect::parse(effect_args)?;
     if let Effect::Init(config) = &mut effect {
         // An INIT effect from before stream owners: the stream is this key's.
@@ -402,7 +402,7 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
             c.init(&key, config, existing.map(|s| s.remaining()))?;
             return Reply::Simple(c"OK").done(ctx);
         }
-        (_, None) => Err(crate::sale::EffectError("no sale at this key")),
+        (_, None) => Err(crate::rules::sale::EffectError("no sale at this key")),
         (effect, Some(sale)) => {
             let before = sale.remaining();
             let r = c.commit(sale, &effect);
@@ -416,7 +416,7 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
     match result {
         Ok(()) => Reply::Simple(c"OK").done(ctx),
         Err(e) => {
-            crate::warn::limited(ctx, &format!("seckill: refused SECKILL.EFFECT: {}", e.0));
+            crate::module::warn::limited(ctx, &format!("seckill: refused SECKILL.EFFECT: {}", e.0));
             Err(RedisError::String(format!("ERR effect refused: {}", e.0)))
         }
     }
@@ -424,14 +424,14 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
 
 /// The stream entry a PENDING effect carried: appended here with the
 /// master's id and trimmed to the master's length.
-fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::reservation::Reservation], tail: crate::effect::StreamTail) {
+fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::rules::reservation::Reservation], tail: crate::rules::effect::StreamTail) {
     let (Some(stream), [r]) = (&sale.config().stream, recs) else { return };
     let Some(rec) = sale.get(&r.id) else { return };
-    let entry = crate::stream::Entry { event: crate::effect::Event::Reserved.word().as_bytes(), rid: &r.id, user: rec.user(), qty: rec.qty() };
+    let entry = crate::module::stream::Entry { event: crate::rules::effect::Event::Reserved.word().as_bytes(), rid: &r.id, user: rec.user(), qty: rec.qty() };
     let result = StreamKey::open(ctx, &stream.key)
-        .and_then(|key| crate::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));
+        .and_then(|key| crate::module::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));
     if let Err(e) = result {
-        crate::warn::limited(ctx, &format!("seckill: {e}"));
+        crate::module::warn::limited(ctx, &format!("seckill: {e}"));
     }
 }
 

@@ -27,11 +27,11 @@ use std::ops::{Index, IndexMut};
 
 use hashbrown::DefaultHashBuilder;
 
-use crate::buckets::{Buckets, Take};
-use crate::digits::Digits;
-use crate::reservation::{valid_id, NewRecord, Reservation, State};
-use crate::seq_index::SeqIndex;
-use crate::transfers::{Counters, SendDecision, Transfers};
+use crate::rules::buckets::{Buckets, Take};
+use crate::rules::digits::Digits;
+use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
+use crate::rules::seq_index::SeqIndex;
+use crate::rules::transfers::{Counters, SendDecision, Transfers};
 
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
 pub const MAX_SHARDS: u32 = 1024;
@@ -1767,7 +1767,7 @@ mod tests {
         }
         assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
         // Not persisted, not compared: a reload has no index and the same state.
-        let back = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+        let back = crate::wire::encoding::decode(&crate::wire::encoding::encode(&s)).unwrap();
         assert!(back == s && back.chain_index.is_empty());
         back.check_internals().unwrap();
         // Down to `CHAIN_WALK / 2` live records, the index goes.
@@ -1856,7 +1856,7 @@ mod tests {
             assert_eq!(s.get(&id(i)).map(|r| r.user().to_vec()), Some(id(i + 5000)));
         }
         s.check_internals().unwrap();
-        let back = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+        let back = crate::wire::encoding::decode(&crate::wire::encoding::encode(&s)).unwrap();
         assert!(back == s);
         back.check_internals().unwrap();
     }
@@ -1966,7 +1966,7 @@ mod tests {
                         }
                     }
                     Op::Reload => {
-                        s = crate::encoding::decode(&crate::encoding::encode(&s)).unwrap();
+                        s = crate::wire::encoding::decode(&crate::wire::encoding::encode(&s)).unwrap();
                     }
                 }
                 if let Err(e) = s.check_internals() {

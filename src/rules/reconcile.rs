@@ -1,10 +1,10 @@
 //! RECONCILE: compare the sale with the order ledger, and with APPLY make it
 //! agree. The ledger (the order database) is the truth.
 
-use crate::args::Order;
-use crate::effect::Effect;
-use crate::reservation::{Reservation, State};
-use crate::sale::Sale;
+use crate::wire::args::Order;
+use crate::rules::effect::Effect;
+use crate::rules::reservation::{Reservation, State};
+use crate::rules::sale::Sale;
 
 /// How each order row compares with the sale. Every row is in one class.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -14,10 +14,10 @@
 //! remainders must equal what the allocations and reservations imply, so a
 //! corrupt payload is refused whole.
 
-use crate::buckets::Take;
-use crate::reservation::{NewRecord, State};
-use crate::sale::{Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
-use crate::transfers::Counters;
+use crate::rules::buckets::Take;
+use crate::rules::reservation::{NewRecord, State};
+use crate::rules::sale::{Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
+use crate::rules::transfers::Counters;
 
 pub const VERSION: u64 = 3;
 
@@ -228,12 +228,12 @@ impl<'a> Reader<'a> {
     }
 
     fn config(&mut self, version: u64) -> Result<SaleConfig, DecodeError> {
-        let total = self.bounded(crate::sale::MAX_TOTAL, "total out of range")?;
+        let total = self.bounded(crate::rules::sale::MAX_TOTAL, "total out of range")?;
         let shards = self.bounded(u64::from(MAX_SHARDS), "shards out of range")? as u32;
         if shards == 0 {
             return Err(DecodeError("shards out of range"));
         }
-        let limit = self.bounded(crate::sale::MAX_TOTAL, "limit out of range")?;
+        let limit = self.bounded(crate::rules::sale::MAX_TOTAL, "limit out of range")?;
         if limit == 0 {
             return Err(DecodeError("limit out of range"));
         }
@@ -260,7 +260,7 @@ impl<'a> Reader<'a> {
 
     /// The split section (version 3): checked as INIT checks it, and the
     /// peers must come in byte order, so each sale has one encoding.
-    fn split(&mut self) -> Result<Option<crate::sale::SplitConfig>, DecodeError> {
+    fn split(&mut self) -> Result<Option<crate::rules::sale::SplitConfig>, DecodeError> {
         match self.u64()? {
             0 => return Ok(None),
             1 => {}
@@ -272,7 +272,7 @@ impl<'a> Reader<'a> {
         if peers.windows(2).any(|w| w[0] >= w[1]) {
             return Err(DecodeError("peers out of order"));
         }
-        crate::args::split_config(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
+        crate::wire::args::split_config(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
     }
 
     /// One record, borrowing its ids from the payload; `takes` is scratch.

@@ -49,7 +49,7 @@ impl Transfers {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SendDecision {
     /// Take these units (from these buckets) and send them.
-    Take(Vec<crate::buckets::Take>),
+    Take(Vec<crate::rules::buckets::Take>),
     /// The tid was seen before: nothing more is taken.
     Repeated,
     /// Less than MIN is there to take: nothing is taken.
@@ -59,11 +59,11 @@ pub enum SendDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::buckets::Take;
-    use crate::effect::Effect;
-    use crate::encoding::{decode, encode};
-    use crate::reservation::State;
-    use crate::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL, OPEN_END};
+    use crate::rules::buckets::Take;
+    use crate::rules::effect::Effect;
+    use crate::wire::encoding::{decode, encode};
+    use crate::rules::reservation::State;
+    use crate::rules::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL, OPEN_END};
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
         SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
@@ -71,7 +71,7 @@ mod tests {
 
     /// A part of a split sale in round `r1` whose peers are `p` and `q`.
     fn sale(total: u64, shards: u32) -> Sale {
-        let split = crate::args::split_config(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
+        let split = crate::wire::args::split_config(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
         Sale::new(SaleConfig { split: Some(split), ..plain(total, shards) })
     }
 
@@ -184,7 +184,7 @@ mod tests {
         let back = decode(&encode(&s)).unwrap();
         assert!(back == s);
         let mut rebuilt: Option<Sale> = None;
-        crate::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
+        crate::rules::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
             (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
             (e, Some(r)) => e.apply(r).unwrap(),
             _ => unreachable!(),
@@ -263,7 +263,7 @@ mod tests {
         bad[0] = 4;
         assert!(decode(&bad).is_err());
         // A stream: version 2 had no owner.
-        let stream = crate::sale::StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
+        let stream = crate::rules::sale::StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
         let with = Sale::new(SaleConfig { stream: Some(stream), ..plain(10, 1) });
         let v3 = encode(&with);
         let owner_at = v3.windows(2).position(|w| w == [1, b'k']).unwrap();
@@ -271,7 +271,7 @@ mod tests {
         v2[0] = 2;
         v2.drain(owner_at..owner_at + 2);
         v2.remove(owner_at); // the split flag after it
-        assert!(crate::encoding::decode_as(&v2, Some(b"k")).unwrap() == with);
+        assert!(crate::wire::encoding::decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
     }

@@ -9,10 +9,10 @@ use redis_module::key::KeyFlags;
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
-use crate::effect::EFFECT_COMMAND;
-use crate::encoding;
-use crate::rawapi;
-use crate::sale::Sale;
+use crate::rules::effect::EFFECT_COMMAND;
+use crate::wire::encoding;
+use crate::module::rawapi;
+use crate::rules::sale::Sale;
 
 /// Bumped with the persisted format; `encoding` reads every older version.
 pub const ENCODING_VERSION: i32 = 3;
@@ -75,7 +75,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             }
         }
         if let Some((db, key)) = &place {
-            crate::expiry::on_loaded(*db, key, &sale);
+            crate::module::expiry::on_loaded(*db, key, &sale);
         }
         Some(sale)
     }));
@@ -95,7 +95,7 @@ fn stream_slot_allowed(rdb: *mut raw::RedisModuleIO, key: &[u8], sale: &Sale) ->
     let Some(stream) = &sale.config().stream else {
         return true;
     };
-    if crate::slot::key_slot(&stream.key) == crate::slot::key_slot(key) {
+    if crate::rules::slot::key_slot(&stream.key) == crate::rules::slot::key_slot(key) {
         return true;
     }
     let flags = rawapi::io_flags(rdb);
@@ -114,7 +114,7 @@ unsafe extern "C" fn rdb_save(rdb: *mut raw::RedisModuleIO, value: *mut c_void) 
 unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, value: *mut c_void) {
     let s = sale(value);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        crate::effect::rebuild(s, AOF_BATCH, |e| rawapi::emit_aof(aof, EFFECT_COMMAND, key, &e.to_args()));
+        crate::rules::effect::rebuild(s, AOF_BATCH, |e| rawapi::emit_aof(aof, EFFECT_COMMAND, key, &e.to_args()));
     }));
 }
 

@@ -1,6 +1,6 @@
 //! One reservation and its state machine.
 
-use crate::buckets::Take;
+use crate::rules::buckets::Take;
 
 /// `pending -> confirmed` and `pending -> released | expired` are the only
 /// transitions a command can make; `confirmed`, `released` and `expired`

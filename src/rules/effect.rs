@@ -5,12 +5,12 @@
 //! apply the very same effect and never read a clock. AOF rewrite emits the
 //! same commands, so one parser and one apply path serve all three.
 
-pub use crate::digits::Digits;
-use crate::args::{parse_u64, ArgError, ArgResult};
-use crate::buckets::Take;
-use crate::reservation::{NewRecord, Reservation, State};
-use crate::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
-use crate::transfers::Counters;
+pub use crate::rules::digits::Digits;
+use crate::wire::args::{parse_u64, ArgError, ArgResult};
+use crate::rules::buckets::Take;
+use crate::rules::reservation::{NewRecord, Reservation, State};
+use crate::rules::sale::{EffectError, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
+use crate::rules::transfers::Counters;
 
 /// The internal command replicas and the AOF receive.
 pub const EFFECT_COMMAND: &std::ffi::CStr = c"SECKILL.EFFECT";
@@ -83,11 +83,11 @@ impl Effect {
                 many => sale.add_records(many),
             },
             Effect::Release(id) => match sale.release(id, State::Released) {
-                crate::sale::ReleaseOutcome::Released => Ok(()),
+                crate::rules::sale::ReleaseOutcome::Released => Ok(()),
                 _ => Err(EffectError("reservation is not pending")),
             },
             Effect::Confirm(id) => match sale.confirm(id) {
-                crate::sale::ConfirmOutcome::Confirmed => Ok(()),
+                crate::rules::sale::ConfirmOutcome::Confirmed => Ok(()),
                 _ => Err(EffectError("reservation is not pending")),
             },
             Effect::Expire(ids) => {
@@ -488,7 +488,7 @@ impl<'a> Reader<'a> {
 
     fn id(&mut self) -> ArgResult<Box<[u8]>> {
         let v = self.raw()?;
-        crate::args::parse_id("id", v).map(Into::into)
+        crate::wire::args::parse_id("id", v).map(Into::into)
     }
 
     fn take(&mut self) -> ArgResult<Take> {
@@ -551,7 +551,7 @@ impl<'a> Reader<'a> {
             let n = self.u64("peers", 1, MAX_PEERS as u64)? as usize;
             let peers = self.args.get(self.pos..self.pos + n).ok_or(ArgError::Arity)?;
             self.pos += n;
-            Some(crate::args::split_config(None, round, peers)?)
+            Some(crate::wire::args::split_config(None, round, peers)?)
         } else {
             None
         };
@@ -637,7 +637,7 @@ mod tests {
             end_ms: u64::MAX,
             stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5), owner: b"k".to_vec().into() }),
             tag: 7,
-            split: Some(crate::args::split_config(None, b"r9", &[b"b", b"a"]).unwrap()),
+            split: Some(crate::wire::args::split_config(None, b"r9", &[b"b", b"a"]).unwrap()),
         };
         roundtrip(Effect::Init(config.clone()));
         roundtrip(Effect::Init(SaleConfig { stream: None, split: None, ..config }));
@@ -672,7 +672,7 @@ mod tests {
         roundtrip(Effect::Recv { peer: b"p".to_vec().into(), sent_total: u64::MAX, credits: takes });
         roundtrip(Effect::Transfers {
             allocation: vec![3, 0],
-            peers: vec![(b"p".to_vec().into(), crate::transfers::Counters { sent: 4, received: 1 })],
+            peers: vec![(b"p".to_vec().into(), crate::rules::transfers::Counters { sent: 4, received: 1 })],
             tids: vec![b"t1".to_vec().into(), b"t2".to_vec().into()],
         });
         roundtrip(Effect::Transfers { allocation: vec![3], peers: vec![], tids: vec![] });

@@ -2,9 +2,9 @@
 //! slices, so it is unit-tested and fuzzed without Redis. Every argument is
 //! checked here, before a command touches its key.
 
-use crate::reservation::valid_id;
-use crate::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
-use crate::slot::key_slot;
+use crate::rules::reservation::valid_id;
+use crate::rules::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
+use crate::rules::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
 #[derive(Clone, Debug, PartialEq, Eq)]

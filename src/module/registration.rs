@@ -1,0 +1,77 @@
+//! The module's entry point: options, commands, events and the timer are
+//! set up when Redis loads the module.
+
+use redis_module::{redis_module, Context, ModuleOptions, RedisString, Status};
+
+use crate::module::commands::COMMANDS;
+use crate::module::datatype::SALE_TYPE;
+
+/// `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION` (valkeymodule.h, Valkey 9.0+).
+const HANDLE_ATOMIC_SLOT_MIGRATION: std::os::raw::c_int = 1 << 5;
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    if let Err(e) = crate::module::config::apply(&argv) {
+        ctx.log_warning(&format!("seckill: {e}"));
+        return Status::Err;
+    }
+    // A short or corrupt RDB payload becomes a load error, not a crash.
+    // Keys are signalled as modified only when a command changed them.
+    // A replica may load a new dataset beside the live one (the sales
+    // loaded then are scheduled for expiry once that load completes).
+    // Valkey 9 refuses CLUSTER MIGRATESLOTS (atomic slot migration)
+    // unless every module declares it can take one:
+    // VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION, (1 << 5), which
+    // the crate does not name. Redis (its options end at bit 3, up to
+    // 8.4) and Valkey 8 (bit 4) store the options and test only the bits
+    // they define, so the bit is set on every server (loaded on Redis
+    // 7.0.15 and 8.2.3, Valkey 8.1.8 and 9.1.2). What the claim takes:
+    // `expiry::on_slot_migration`, docs/resharding.md.
+    ctx.set_module_options(
+        ModuleOptions::HANDLE_IO_ERRORS
+            | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
+            | ModuleOptions::HANDLE_REPL_ASYNC_LOAD
+            | ModuleOptions::from_bits_retain(HANDLE_ATOMIC_SLOT_MIGRATION),
+    );
+    // The commands go through the raw API (`commands::dispatch` reads
+    // their arguments in place); the crate's table is left empty.
+    for &(name, handler, flags) in COMMANDS {
+        if !crate::module::rawapi::create_command(ctx, name, handler, flags) {
+            ctx.log_warning(&format!("seckill: could not create command {name:?}"));
+            return Status::Err;
+        }
+    }
+    redis_module::raw::register_info_function(ctx.ctx, Some(crate::module::stats::info));
+    if !crate::module::command_info::register(ctx) {
+        ctx.log_warning("seckill: could not set command info (key-specs)");
+        return Status::Err;
+    }
+    if !crate::module::rawapi::on_swapdb(ctx, crate::module::expiry::on_swapdb) {
+        ctx.log_warning("seckill: could not subscribe to SWAPDB events");
+    }
+    if !crate::module::rawapi::on_async_load(ctx, crate::module::expiry::on_async_load) {
+        ctx.log_warning("seckill: could not subscribe to asynchronous load events");
+        return Status::Err;
+    }
+    // Valkey 9's atomic slot migration: a target leaves the sales it
+    // imports to the source until it owns them, a source forgets the
+    // sales it gave away (`expiry::on_slot_migration`). Only Valkey has
+    // the event (Redis 8.4 uses its number for another one).
+    let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
+    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, crate::module::expiry::on_slot_migration) {
+        ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
+    }
+    crate::module::expiry::start(ctx);
+    Status::Ok
+}
+
+redis_module! {
+    name: "seckill",
+    version: 1,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [SALE_TYPE],
+    init: init,
+    event_handlers: [
+        [@GENERIC: crate::module::expiry::on_key_event],
+    ],
+}
