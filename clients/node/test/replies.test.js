@@ -26,11 +26,19 @@ after(async () => {
   if (cluster) await cluster.stop();
 });
 
-// [library, protocol]: node-redis 4 speaks RESP2 only; ioredis 6 defaults to RESP3.
+// [library, protocol]: undefined is the library's default. node-redis 4
+// speaks RESP2 only, node-redis 5 defaults to RESP2, node-redis 6 and
+// ioredis 6 to RESP3.
 const CASES = [];
 for (const lib of LIBS) {
-  const protocols = lib.kind === 'node-redis' && lib.major === 4 ? [2] : [2, 3];
+  const protocols = lib.kind === 'node-redis' && lib.major === 4 ? [undefined] : [undefined, 2, 3];
   for (const resp of protocols) CASES.push([lib, resp]);
+}
+
+// Whether INFO arrives as a map (an object) rather than a flat array.
+function mapShaped(lib, resp) {
+  if (lib.kind !== 'node-redis') return false; // a Lua shim's replies are RESP2
+  return resp === 3 || (resp === undefined && lib.major >= 6);
 }
 
 const REPORT_FIELDS = ['total', 'remaining', 'pending', 'confirmed', 'released', 'expired', 'buyers',
@@ -44,10 +52,10 @@ function rawCall(lib, conn, args, readonly = false) {
 }
 
 for (const [lib, resp] of CASES) {
-  test(`${lib.name} RESP${resp}: reply types`, async () => {
+  test(`${lib.name} ${resp ? `RESP${resp}` : 'default protocol'}: reply types`, async () => {
     const conn = await lib.connect(cluster.ports, { resp });
     try {
-      const key = `sale:{types-${lib.name.replace(/[^a-z0-9]+/gi, '-')}-${resp}}`;
+      const key = `sale:{types-${lib.name.replace(/[^a-z0-9]+/gi, '-')}-${resp || 'default'}}`;
       const sale = conn.sale(key);
       assert.equal(await sale.init(10, { shards: 3, limit: 2 }), 'OK');
 
@@ -59,8 +67,8 @@ for (const [lib, resp] of CASES) {
 
       // INFO: the protocol decides the shape; toReport gives one object.
       const rawInfo = await rawCall(lib, conn, ['SECKILL.INFO', key], true);
-      const mapShaped = lib.kind === 'node-redis' && resp === 3;
-      assert.equal(Array.isArray(rawInfo), !mapShaped, `INFO is ${mapShaped ? 'a map' : 'a flat array'}`);
+      const map = mapShaped(lib, resp);
+      assert.equal(Array.isArray(rawInfo), !map, `INFO is ${map ? 'a map' : 'a flat array'}`);
       const info = toReport(rawInfo);
       assert.deepEqual(Object.keys(info), REPORT_FIELDS);
       assert.equal(info.total, 10);
