@@ -43,15 +43,15 @@ use proptest::option;
 use proptest::prelude::*;
 use proptest::test_runner::Config as PtConfig;
 
-use crate::wire::args::Order;
 use crate::rules::buckets::Buckets;
 use crate::rules::effect::Effect;
-use crate::wire::encoding::{decode, encode};
-use crate::rules::reconcile::{reconcile_orders, OrdersReport};
+use crate::rules::reconcile::{reconcile_orders, Order, OrdersReport};
 use crate::rules::report::Report;
 use crate::rules::reservation::{valid_id, Reservation, State};
 use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig, OPEN_END};
 use crate::rules::transfers::SendDecision;
+use crate::wire::effect_args::EffectArgs;
+use crate::wire::encoding::{decode, encode};
 
 /// Cases per property; `PROPTEST_CASES=n` runs more (a long soak).
 const CASES: u32 = 256;
@@ -116,7 +116,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // Every generated sale is a part of a split sale whose peers are
             // the model's PEERS, so SEND and RECV go through; plain sales'
             // refusals are unit-tested in transfers.rs.
-            split: Some(crate::wire::args::split_config(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
+            split: Some(crate::rules::config::SplitConfig::new(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
         })
 }
 

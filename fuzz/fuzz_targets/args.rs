@@ -6,6 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use redis_seckill::wire::args::{parse_init, parse_reconcile, parse_reserve, parse_rid};
 use redis_seckill::rules::effect::Effect;
+use redis_seckill::wire::effect_args::EffectArgs;
 use redis_seckill::rules::sale::{Sale, SaleConfig, OPEN_END};
 
 fn sample_sale() -> Sale {
@@ -18,6 +19,7 @@ fn sample_sale() -> Sale {
         end_ms: OPEN_END,
         stream: None,
         tag: 0xabcd,
+        split: None,
     });
     for (i, user) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
         if let Ok(rec) = sale.decide_reserve(user, 2, None, 1000 + i as u64) {

@@ -23,6 +23,7 @@ use crate::module::rawapi;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
 use crate::rules::sale::TransferRefusal;
+use crate::wire::effect_args::EffectArgs;
 use crate::rules::transfers::SendDecision;
 
 /// One call's arguments: the key name (every command has one), the bytes
@@ -386,7 +387,7 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
     if argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
-    let (effect_args, tail) = crate::rules::effect::split_stream_tail(&argv[2..])?;
+    let (effect_args, tail) = crate::wire::effect_args::split_stream_tail(&argv[2..])?;
     let mut effect = Effect::parse(effect_args)?;
     if let Effect::Init(config) = &mut effect {
         // An INIT effect from before stream owners: the stream is this key's.
@@ -424,7 +425,7 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
 
 /// The stream entry a PENDING effect carried: appended here with the
 /// master's id and trimmed to the master's length.
-fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::rules::reservation::Reservation], tail: crate::rules::effect::StreamTail) {
+fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::rules::reservation::Reservation], tail: crate::wire::effect_args::StreamTail) {
     let (Some(stream), [r]) = (&sale.config().stream, recs) else { return };
     let Some(rec) = sale.get(&r.id) else { return };
     let entry = crate::module::stream::Entry { event: crate::rules::effect::Event::Reserved.word().as_bytes(), rid: &r.id, user: rec.user(), qty: rec.qty() };

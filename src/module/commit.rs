@@ -8,7 +8,8 @@ use redis_module::{Context, RedisError, RedisString};
 
 use crate::module::datatype::SALE_TYPE;
 
-use crate::rules::effect::{pending_form, single_record, Effect, Event, EFFECT_COMMAND};
+use crate::rules::effect::{single_record, Effect, Event};
+use crate::wire::effect_args::{pending_form, EffectArgs, EFFECT_COMMAND};
 use crate::module::rawapi::{self, Arg};
 use crate::rules::reservation::NewRecord;
 use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
@@ -37,7 +38,7 @@ struct Carried<'a> {
     added: crate::module::stream::Added,
     rec: NewRecord<'a>,
     user: Arg<'a>,
-    nums: crate::rules::effect::Digits,
+    nums: crate::rules::digits::Digits,
 }
 
 /// What `publish_change` propagates: an effect, or the record a RESERVE accepted,
@@ -52,7 +53,7 @@ enum Change<'e> {
 impl<'e> Change<'e> {
     /// The new pending record, its user argument and its PENDING numbers,
     /// when the change has that short wire form.
-    fn pending(self) -> Option<(NewRecord<'e>, Arg<'e>, crate::rules::effect::Digits)> {
+    fn pending(self) -> Option<(NewRecord<'e>, Arg<'e>, crate::rules::digits::Digits)> {
         let (rec, user) = match self {
             Change::Reserved(rec, user) => (rec, user),
             Change::Effect(effect) => {
@@ -201,7 +202,7 @@ impl Committer<'_> {
     /// `SECKILL.EFFECT key PENDING id user nums ms-seq [length]`.
     fn replicate_pending(&self, c: &Carried) {
         let (r, nums, added) = (c.rec, c.nums.as_bytes(), &c.added);
-        let mut len = crate::rules::effect::Digits::default();
+        let mut len = crate::rules::digits::Digits::default();
         let head = [Arg::Bytes(r.id), c.user, Arg::Bytes(nums), Arg::Bytes(added.id.as_bytes())];
         let all: &[Arg] = match added.length {
             Some(n) => {
@@ -263,7 +264,7 @@ impl Committer<'_> {
     }
 
     /// `SECKILL.EFFECT key PENDING id user nums`.
-    fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::rules::effect::Digits) {
+    fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::rules::digits::Digits) {
         let args = [Arg::Bytes(rec.id), user, Arg::Bytes(nums.as_bytes())];
         rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &args);
     }

@@ -9,7 +9,7 @@ use redis_module::key::KeyFlags;
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
-use crate::rules::effect::EFFECT_COMMAND;
+use crate::wire::effect_args::{EffectArgs, EFFECT_COMMAND};
 use crate::wire::encoding;
 use crate::module::rawapi;
 use crate::rules::sale::Sale;

@@ -11,7 +11,7 @@ use std::ptr::null_mut;
 
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags};
 
-use crate::rules::effect::Digits;
+use crate::rules::digits::Digits;
 use crate::module::rawapi::ModuleStrings;
 use crate::rules::sale::Sale;
 

@@ -1,10 +1,17 @@
 //! RECONCILE: compare the sale with the order ledger, and with APPLY make it
 //! agree. The ledger (the order database) is the truth.
 
-use crate::wire::args::Order;
 use crate::rules::effect::Effect;
 use crate::rules::reservation::{Reservation, State};
 use crate::rules::sale::Sale;
+
+/// One order row from the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order<'a> {
+    pub rid: &'a [u8],
+    pub user: &'a [u8],
+    pub qty: u64,
+}
 
 /// How each order row compares with the sale. Every row is in one class.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -33,52 +33,7 @@ use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::rules::seq_index::SeqIndex;
 use crate::rules::transfers::{Counters, SendDecision, Transfers};
 
-pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
-pub const MAX_SHARDS: u32 = 1024;
-pub const OPEN_END: u64 = u64::MAX;
-/// Peers one key of a split sale may declare: it bounds every scan of them
-/// (the report, a restore) and the state a RECV can add.
-pub const MAX_PEERS: usize = 1024;
-/// Bytes of a split sale's round id.
-pub const MAX_ROUND: usize = 64;
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct StreamConfig {
-    pub key: Box<[u8]>,
-    /// Approximate trim length; `None` keeps every entry.
-    pub maxlen: Option<u64>,
-    /// The sale key this stream was created for. A sale under any other name
-    /// (a COPY, a RESTORE under a new name) writes no stream entries, so a
-    /// backup can never write into the live sale's stream; RENAME carries
-    /// the owner along. Empty when unknown (a payload from before owners
-    /// were kept, loaded without its key name): then any name writes.
-    pub owner: Box<[u8]>,
-}
-
-impl StreamConfig {
-    /// Whether the sale at `key` may append to this stream.
-    pub fn writes_from(&self, key: &[u8]) -> bool {
-        self.owner.is_empty() || *self.owner == *key
-    }
-}
-
-/// A key's place in a split sale (`INIT ... SPLIT`): the round it belongs
-/// to and the peer keys it may move stock with. Every transfer names the
-/// round, so a transfer, a repair or a cached total from before an
-/// `INIT ... REPLACE` changes nothing.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SplitConfig {
-    /// 1 to `MAX_ROUND` bytes.
-    pub round: Box<[u8]>,
-    /// Sorted and distinct, 1 to `MAX_PEERS` of them.
-    pub peers: Box<[Box<[u8]>]>,
-}
-
-impl SplitConfig {
-    pub fn declares(&self, peer: &[u8]) -> bool {
-        self.peers.binary_search_by(|p| (**p).cmp(peer)).is_ok()
-    }
-}
+pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 
 /// Why a SEND or RECV is refused before anything is decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,24 +44,6 @@ pub enum TransferRefusal {
     StaleRound,
     /// The peer is not one the key declared.
     UnknownPeer,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SaleConfig {
-    pub total: u64,
-    pub shards: u32,
-    pub limit: u64,
-    /// 0: holds never run out.
-    pub hold_ms: u64,
-    pub start_ms: u64,
-    /// `OPEN_END` when the sale has no end.
-    pub end_ms: u64,
-    pub stream: Option<StreamConfig>,
-    /// Random per round (made on the master), prefix of generated ids so
-    /// they do not repeat across REPLACE rounds.
-    pub tag: u32,
-    /// `Some` for the pool and the parts of a split sale.
-    pub split: Option<SplitConfig>,
 }
 
 /// Why a RESERVE changes nothing.

@@ -71,7 +71,7 @@ mod tests {
 
     /// A part of a split sale in round `r1` whose peers are `p` and `q`.
     fn sale(total: u64, shards: u32) -> Sale {
-        let split = crate::wire::args::split_config(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
+        let split = crate::rules::config::SplitConfig::new(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
         Sale::new(SaleConfig { split: Some(split), ..plain(total, shards) })
     }
 
@@ -236,43 +236,4 @@ mod tests {
         assert!(s.restore_transfers(vec![9], peers, vec![]).is_ok());
     }
 
-    /// Version 1 (no transfers section) and version 2 (no stream owner, no
-    /// split) payloads still load; a version-2 payload takes the name it is
-    /// loaded under as its stream's owner.
-    #[test]
-    fn older_payloads_load() {
-        let mut s = Sale::new(plain(10, 3));
-        let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
-        s.add_record(rec.as_new()).unwrap();
-        let v3 = encode(&s);
-        // A fresh plain sale's encoding ends with the split flag, the
-        // remainders (one byte each here), the transfers flag and the
-        // record count.
-        let fresh = encode(&Sale::new(plain(10, 3)));
-        let (split_flag, transfers_flag) = (fresh.len() - 6, fresh.len() - 2);
-        assert_eq!((v3[0], v3[split_flag], v3[transfers_flag]), (3, 0, 0));
-        let mut v2 = v3.clone();
-        v2[0] = 2;
-        v2.remove(split_flag);
-        assert!(decode(&v2).unwrap() == s);
-        let mut v1 = v2.clone();
-        v1[0] = 1;
-        v1.remove(transfers_flag - 1);
-        assert!(decode(&v1).unwrap() == s);
-        let mut bad = v3.clone();
-        bad[0] = 4;
-        assert!(decode(&bad).is_err());
-        // A stream: version 2 had no owner.
-        let stream = crate::rules::sale::StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
-        let with = Sale::new(SaleConfig { stream: Some(stream), ..plain(10, 1) });
-        let v3 = encode(&with);
-        let owner_at = v3.windows(2).position(|w| w == [1, b'k']).unwrap();
-        let mut v2: Vec<u8> = v3.clone();
-        v2[0] = 2;
-        v2.drain(owner_at..owner_at + 2);
-        v2.remove(owner_at); // the split flag after it
-        assert!(crate::wire::encoding::decode_as(&v2, Some(b"k")).unwrap() == with);
-        let unnamed = decode(&v2).unwrap();
-        assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
-    }
 }

@@ -3,7 +3,8 @@
 //! checked here, before a command touches its key.
 
 use crate::rules::reservation::valid_id;
-use crate::rules::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
+use crate::rules::reconcile::Order;
+use crate::rules::config::{self, Bound, ConfigError, SaleConfig, SplitConfig, StreamConfig, MAX_ROUND, MAX_TOTAL, OPEN_END};
 use crate::rules::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
@@ -98,6 +99,11 @@ impl<'a> Options<'a> {
         Ok(v)
     }
 
+    /// A numeric option within its configuration bound (`rules::config`).
+    fn bounded(&mut self, b: Bound) -> ArgResult<u64> {
+        self.number(b.name, b.min, b.max)
+    }
+
     fn number(&mut self, name: &'static str, min: u64, max: u64) -> ArgResult<u64> {
         self.once(name)?;
         let v = self.value(name)?;
@@ -150,32 +156,11 @@ pub struct InitArgs {
 
 /// Ten years: a TTL past this is a mistake, and it keeps `now + ttl` in range.
 pub const MAX_TTL_S: u64 = 10 * 365 * 24 * 3600;
-/// Milliseconds up to year 9999 are accepted as times.
-pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 
-/// A split sale's round and declared peers (INIT's `SPLIT round n peer...`,
-/// and the INIT effect's): the round 1 to `MAX_ROUND` bytes, each peer a
-/// key name other than `key`, no peer twice. Stored sorted.
-pub fn split_config(key: Option<&[u8]>, round: &[u8], peers: &[&[u8]]) -> ArgResult<SplitConfig> {
-    if round.is_empty() || round.len() > MAX_ROUND {
-        return err(format!("ERR SPLIT round must be 1 to {MAX_ROUND} bytes"));
+impl From<ConfigError> for ArgError {
+    fn from(e: ConfigError) -> ArgError {
+        ArgError::Msg(format!("ERR {}", e.0))
     }
-    if peers.is_empty() || peers.len() > MAX_PEERS {
-        return err(format!("ERR SPLIT takes 1 to {MAX_PEERS} peers"));
-    }
-    let mut sorted = Vec::with_capacity(peers.len());
-    for &p in peers {
-        let p = parse_id("SPLIT peer", p)?;
-        if key == Some(p) {
-            return err("ERR SPLIT peer must differ from the key: a key cannot send to itself");
-        }
-        sorted.push(Box::<[u8]>::from(p));
-    }
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return err("ERR SPLIT names a peer twice");
-    }
-    Ok(SplitConfig { round: round.into(), peers: sorted.into() })
 }
 
 /// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
@@ -183,32 +168,32 @@ pub fn split_config(key: Option<&[u8]>, round: &[u8], peers: &[&[u8]]) -> ArgRes
 /// `args` starts after the key.
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
-    let total = parse_u64("TOTAL", total, 0, MAX_TOTAL)?;
+    let total = parse_u64(config::TOTAL.name, total, config::TOTAL.min, config::TOTAL.max)?;
     let mut sale =
         SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None };
     let (mut ttl_s, mut replace) = (None, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
         match option_word(word).as_deref() {
-            Some("SHARDS") => sale.shards = o.number("SHARDS", 1, u64::from(MAX_SHARDS))? as u32,
-            Some("LIMIT") => sale.limit = o.number("LIMIT", 1, MAX_TOTAL)?,
-            Some("HOLD") => sale.hold_ms = o.number("HOLD", 0, MAX_TIME_MS)?,
-            Some("START") => sale.start_ms = o.number("START", 0, MAX_TIME_MS)?,
-            Some("END") => sale.end_ms = o.number("END", 1, MAX_TIME_MS)?,
+            Some("SHARDS") => sale.shards = o.bounded(config::SHARDS)? as u32,
+            Some("LIMIT") => sale.limit = o.bounded(config::LIMIT)?,
+            Some("HOLD") => sale.hold_ms = o.bounded(config::HOLD)?,
+            Some("START") => sale.start_ms = o.bounded(config::START)?,
+            Some("END") => sale.end_ms = o.bounded(config::END)?,
             Some("TTL") => ttl_s = Some(o.number("TTL", 1, MAX_TTL_S)?),
             Some("STREAM") => {
                 o.once("STREAM")?;
                 let skey = o.value("STREAM")?;
-                let maxlen = if o.peek_is("MAXLEN") { Some(o.number("MAXLEN", 1, i64::MAX as u64)?) } else { None };
+                let maxlen = if o.peek_is("MAXLEN") { Some(o.bounded(config::MAXLEN)?) } else { None };
                 sale.stream = Some(StreamConfig { key: skey.into(), maxlen, owner: key.into() });
             }
             Some("SPLIT") => {
                 o.once("SPLIT")?;
                 let round = o.value("SPLIT")?;
-                let n = parse_u64("SPLIT peer count", o.value("SPLIT")?, 1, MAX_PEERS as u64)? as usize;
+                let n = parse_u64(config::PEERS.name, o.value("SPLIT")?, config::PEERS.min, config::PEERS.max)? as usize;
                 let peers = o.args.get(o.pos..o.pos + n).ok_or_else(|| ArgError::Msg("ERR SPLIT peer count is more than the peers given".into()))?;
                 o.pos += n;
-                sale.split = Some(split_config(Some(key), round, peers)?);
+                sale.split = Some(SplitConfig::new(Some(key), round, peers)?);
             }
             Some("REPLACE") => {
                 o.once("REPLACE")?;
@@ -217,9 +202,8 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
             _ => return unknown_option(word),
         }
     }
-    if sale.start_ms >= sale.end_ms {
-        return err("ERR START must be before END");
-    }
+    // What each option's bound did not settle (START before END, ...).
+    sale.check()?;
     if let Some(stream) = &sale.stream {
         if &*stream.key == key {
             return err("ERR STREAM key must differ from the sale key");
@@ -269,14 +253,6 @@ pub fn parse_rid<'a>(args: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
 /// replicates and appends to the stream) grows with its rows: this keeps a
 /// call within a few milliseconds.
 pub const MAX_ORDERS: usize = 1000;
-
-/// One order row from the ledger.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Order<'a> {
-    pub rid: &'a [u8],
-    pub user: &'a [u8],
-    pub qty: u64,
-}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReconcileArgs<'a> {

@@ -227,35 +227,29 @@ impl<'a> Reader<'a> {
         Ok(Some((allocation, peers, tids)))
     }
 
+    /// The configuration, checked by `SaleConfig::check` like INIT's.
     fn config(&mut self, version: u64) -> Result<SaleConfig, DecodeError> {
-        let total = self.bounded(crate::rules::sale::MAX_TOTAL, "total out of range")?;
-        let shards = self.bounded(u64::from(MAX_SHARDS), "shards out of range")? as u32;
-        if shards == 0 {
-            return Err(DecodeError("shards out of range"));
-        }
-        let limit = self.bounded(crate::rules::sale::MAX_TOTAL, "limit out of range")?;
-        if limit == 0 {
-            return Err(DecodeError("limit out of range"));
-        }
+        let total = self.u64()?;
+        let shards = self.bounded(u64::from(u32::MAX), "shards out of range")? as u32;
+        let limit = self.u64()?;
         let hold_ms = self.u64()?;
         let start_ms = self.u64()?;
         let end_ms = self.u64()?;
-        if start_ms >= end_ms {
-            return Err(DecodeError("start is not before end"));
-        }
         let tag = self.bounded(u64::from(u32::MAX), "tag out of range")? as u32;
         let stream = match self.u64()? {
             0 => None,
             1 => {
                 let key = self.bytes()?;
-                let maxlen = self.bounded(i64::MAX as u64, "maxlen out of range")?;
+                let maxlen = self.u64()?;
                 let owner: Box<[u8]> = if version >= 3 { self.bytes()?.into() } else { Box::default() };
                 Some(StreamConfig { key: key.into(), maxlen: (maxlen > 0).then_some(maxlen), owner })
             }
             _ => return Err(DecodeError("bad stream flag")),
         };
         let split = if version >= 3 { self.split()? } else { None };
-        Ok(SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split })
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split };
+        config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
+        Ok(config)
     }
 
     /// The split section (version 3): checked as INIT checks it, and the
@@ -272,7 +266,7 @@ impl<'a> Reader<'a> {
         if peers.windows(2).any(|w| w[0] >= w[1]) {
             return Err(DecodeError("peers out of order"));
         }
-        crate::wire::args::split_config(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
+        crate::rules::config::SplitConfig::new(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
     }
 
     /// One record, borrowing its ids from the payload; `takes` is scratch.
@@ -293,5 +287,55 @@ impl<'a> Reader<'a> {
             takes.push(Take { bucket, qty: self.u64()? });
         }
         Ok(NewRecord { id, user, qty, state, created_ms, deadline_ms, takes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::sale::OPEN_END;
+
+    fn plain(total: u64, shards: u32) -> SaleConfig {
+        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
+    }
+
+    /// Version 1 (no transfers section) and version 2 (no stream owner, no
+    /// split) payloads still load; a version-2 payload takes the name it is
+    /// loaded under as its stream's owner.
+    #[test]
+    fn older_payloads_load() {
+        let mut s = Sale::new(plain(10, 3));
+        let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        let v3 = encode(&s);
+        // A fresh plain sale's encoding ends with the split flag, the
+        // remainders (one byte each here), the transfers flag and the
+        // record count.
+        let fresh = encode(&Sale::new(plain(10, 3)));
+        let (split_flag, transfers_flag) = (fresh.len() - 6, fresh.len() - 2);
+        assert_eq!((v3[0], v3[split_flag], v3[transfers_flag]), (3, 0, 0));
+        let mut v2 = v3.clone();
+        v2[0] = 2;
+        v2.remove(split_flag);
+        assert!(decode(&v2).unwrap() == s);
+        let mut v1 = v2.clone();
+        v1[0] = 1;
+        v1.remove(transfers_flag - 1);
+        assert!(decode(&v1).unwrap() == s);
+        let mut bad = v3.clone();
+        bad[0] = 4;
+        assert!(decode(&bad).is_err());
+        // A stream: version 2 had no owner.
+        let stream = StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
+        let with = Sale::new(SaleConfig { stream: Some(stream), ..plain(10, 1) });
+        let v3 = encode(&with);
+        let owner_at = v3.windows(2).position(|w| w == [1, b'k']).unwrap();
+        let mut v2: Vec<u8> = v3.clone();
+        v2[0] = 2;
+        v2.drain(owner_at..owner_at + 2);
+        v2.remove(owner_at); // the split flag after it
+        assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
+        let unnamed = decode(&v2).unwrap();
+        assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
     }
 }

@@ -1,0 +1,476 @@
+//! The argument codec of `SECKILL.EFFECT key <op> ...`: an effect to the
+//! arguments replication and AOF rewrite send, and back. Byte-exact: every
+//! form here is on the wire between versions (upgrade replicas first).
+
+use crate::rules::buckets::Take;
+pub use crate::rules::digits::Digits;
+use crate::rules::effect::{single_record, Effect};
+use crate::rules::reservation::{NewRecord, Reservation, State};
+use crate::rules::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
+use crate::rules::transfers::Counters;
+use crate::wire::args::{parse_u64, ArgError, ArgResult};
+
+/// The internal command replicas and the AOF receive.
+pub const EFFECT_COMMAND: &std::ffi::CStr = c"SECKILL.EFFECT";
+
+/// An effect as `SECKILL.EFFECT` arguments, and back.
+pub trait EffectArgs: Sized {
+    /// The arguments after `SECKILL.EFFECT key`.
+    fn to_args(&self) -> Vec<Vec<u8>>;
+    /// Parses the arguments after `SECKILL.EFFECT key`.
+    fn parse(args: &[&[u8]]) -> ArgResult<Self>;
+}
+
+impl EffectArgs for Effect {
+    fn to_args(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        match self {
+            Effect::Init(c) => {
+                out.push(b"INIT".to_vec());
+                for n in [c.total, u64::from(c.shards), c.limit, c.hold_ms, c.start_ms, c.end_ms, u64::from(c.tag)] {
+                    out.push(num(n));
+                }
+                if let Some(s) = &c.stream {
+                    out.push(b"STREAM".to_vec());
+                    out.push(s.key.to_vec());
+                    out.push(num(s.maxlen.unwrap_or(0)));
+                    if !s.owner.is_empty() {
+                        out.extend([b"OWNER".to_vec(), s.owner.to_vec()]);
+                    }
+                }
+                if let Some(split) = &c.split {
+                    out.extend([b"SPLIT".to_vec(), split.round.to_vec(), num(split.peers.len() as u64)]);
+                    out.extend(split.peers.iter().map(|p| p.to_vec()));
+                }
+            }
+            Effect::Records(recs) => {
+                if let Some((r, nums)) = single_record(self).and_then(|r| Some((r, pending_form(&r.as_new())?))) {
+                    out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
+                    return out;
+                }
+                out.push(b"RECORDS".to_vec());
+                for r in recs {
+                    out.push(r.id.to_vec());
+                    out.push(r.user.to_vec());
+                    for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
+                        out.push(num(n));
+                    }
+                    push_takes(&mut out, &r.takes);
+                }
+            }
+            Effect::Release(id) => out.extend([b"RELEASE".to_vec(), id.to_vec()]),
+            Effect::Confirm(id) => out.extend([b"CONFIRM".to_vec(), id.to_vec()]),
+            Effect::Expire(ids) => {
+                out.push(b"EXPIRE".to_vec());
+                out.extend(ids.iter().map(|id| id.to_vec()));
+            }
+            Effect::Retake(id, takes) => {
+                out.extend([b"RETAKE".to_vec(), id.to_vec()]);
+                push_takes(&mut out, takes);
+            }
+            Effect::Batch(fixes) => {
+                out.push(b"BATCH".to_vec());
+                for fix in fixes {
+                    let args = fix.to_args();
+                    out.push(num(args.len() as u64));
+                    out.extend(args);
+                }
+            }
+            Effect::Send { peer, tid, takes } => {
+                out.extend([b"SEND".to_vec(), peer.to_vec(), tid.to_vec()]);
+                push_takes(&mut out, takes);
+            }
+            Effect::Recv { peer, sent_total, credits } => {
+                out.extend([b"RECV".to_vec(), peer.to_vec(), num(*sent_total)]);
+                push_takes(&mut out, credits);
+            }
+            Effect::Transfers { allocation, peers, tids } => {
+                out.push(b"TRANSFERS".to_vec());
+                out.push(num(allocation.len() as u64));
+                out.extend(allocation.iter().map(|&a| num(a)));
+                out.push(num(peers.len() as u64));
+                for (peer, c) in peers {
+                    out.extend([peer.to_vec(), num(c.sent), num(c.received)]);
+                }
+                out.extend(tids.iter().map(|t| t.to_vec()));
+            }
+        }
+        out
+    }
+
+    fn parse(args: &[&[u8]]) -> ArgResult<Effect> {
+        let (op, rest) = args.split_first().ok_or(ArgError::Arity)?;
+        let mut r = Reader { args: rest, pos: 0 };
+        let effect = match op.to_ascii_uppercase().as_slice() {
+            b"INIT" => Effect::Init(r.config()?),
+            b"RECORDS" => {
+                let mut recs = Vec::new();
+                while !r.done() {
+                    recs.push(r.record()?);
+                }
+                if recs.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Records(recs)
+            }
+            b"PENDING" => Effect::Records(vec![r.pending()?]),
+            b"RELEASE" => Effect::Release(r.id()?),
+            b"CONFIRM" => Effect::Confirm(r.id()?),
+            b"EXPIRE" => {
+                let mut ids = Vec::new();
+                while !r.done() {
+                    ids.push(r.id()?);
+                }
+                if ids.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Expire(ids)
+            }
+            b"RETAKE" => {
+                let id = r.id()?;
+                let mut takes = Vec::new();
+                while !r.done() {
+                    takes.push(r.take()?);
+                }
+                Effect::Retake(id, takes)
+            }
+            b"BATCH" => {
+                let mut fixes = Vec::new();
+                while !r.done() {
+                    let n = r.u64("batch part", 1, MAX_TOTAL)? as usize;
+                    let part = r.args.get(r.pos..r.pos.saturating_add(n)).ok_or(ArgError::Arity)?;
+                    let fix = Effect::parse(part)?;
+                    if !matches!(fix, Effect::Confirm(_) | Effect::Retake(..) | Effect::Records(_)) {
+                        return Err(ArgError::Msg("ERR a batch holds CONFIRM, RETAKE and RECORDS effects".into()));
+                    }
+                    r.pos += n;
+                    fixes.push(fix);
+                }
+                if fixes.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Batch(fixes)
+            }
+            b"SEND" => {
+                let (peer, tid) = (r.id()?, r.id()?);
+                Effect::Send { peer, tid, takes: r.takes()? }
+            }
+            b"RECV" => {
+                let peer = r.id()?;
+                let sent_total = r.u64("sent_total", 1, u64::MAX)?;
+                Effect::Recv { peer, sent_total, credits: r.takes()? }
+            }
+            b"TRANSFERS" => r.transfers()?,
+            _ => return Err(ArgError::Msg("ERR unknown effect".into())),
+        };
+        if !r.done() {
+            return Err(ArgError::Arity);
+        }
+        Ok(effect)
+    }
+}
+
+/// RESERVE's effect, a new pending record with one take, has a short wire
+/// form, `PENDING id user qty:created:deadline:bucket`: replication costs
+/// grow with the number of arguments, and this one runs on every sale.
+pub fn pending_form(r: &NewRecord) -> Option<Digits> {
+    let [take] = r.takes else { return None };
+    if r.state != State::Pending || take.qty != r.qty {
+        return None;
+    }
+    let mut d = Digits::default();
+    for (i, n) in [r.qty, r.created_ms, r.deadline_ms, u64::from(take.bucket)].into_iter().enumerate() {
+        if i > 0 {
+            d.push(b':');
+        }
+        d.push_u64(n);
+    }
+    Some(d)
+}
+
+/// The stream entry that travels inside a PENDING effect: the id the master
+/// gave it and, when the sale trims its stream, the exact length the master
+/// left after trimming (what Redis propagates for `XADD ... MAXLEN ~`).
+/// Replicas and AOF replay append the entry themselves with this id, so a
+/// RESERVE replicates one command instead of the effect plus an XADD.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamTail {
+    pub ms: u64,
+    pub seq: u64,
+    pub length: Option<u64>,
+}
+
+/// Splits `PENDING id user nums [ms-seq [length]]` (the arguments after
+/// `SECKILL.EFFECT key`) into the effect's own arguments and the stream
+/// entry's tail. Any other effect is returned whole.
+pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u8]], Option<StreamTail>)> {
+    const PENDING_ARGS: usize = 4;
+    let is_pending = args.first().is_some_and(|op| op.eq_ignore_ascii_case(b"PENDING"));
+    if !is_pending || args.len() <= PENDING_ARGS {
+        return Ok((args, None));
+    }
+    let (effect, tail) = args.split_at(PENDING_ARGS);
+    let (ms, seq) = match tail {
+        [id] | [id, _] => {
+            let dash = id.iter().position(|&b| b == b'-').ok_or_else(|| ArgError::Msg("ERR invalid stream entry id in effect".into()))?;
+            (parse_u64("stream entry id", &id[..dash], 0, u64::MAX)?, parse_u64("stream entry id", &id[dash + 1..], 0, u64::MAX)?)
+        }
+        _ => return Err(ArgError::Arity),
+    };
+    let length = match tail {
+        [_, n] => Some(parse_u64("stream length", n, 0, i64::MAX as u64)?),
+        _ => None,
+    };
+    Ok((effect, Some(StreamTail { ms, seq, length })))
+}
+
+fn num(n: u64) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+fn push_takes(out: &mut Vec<Vec<u8>>, takes: &[Take]) {
+    for t in takes {
+        out.push(num(u64::from(t.bucket)));
+        out.push(num(t.qty));
+    }
+}
+
+struct Reader<'a> {
+    args: &'a [&'a [u8]],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn done(&self) -> bool {
+        self.pos >= self.args.len()
+    }
+
+    /// Whether the next argument is `word` (any case); consumes it if so.
+    fn next_is(&mut self, word: &[u8]) -> bool {
+        let hit = self.args.get(self.pos).is_some_and(|a| a.eq_ignore_ascii_case(word));
+        self.pos += usize::from(hit);
+        hit
+    }
+
+    fn raw(&mut self) -> ArgResult<&'a [u8]> {
+        let v = self.args.get(self.pos).ok_or(ArgError::Arity)?;
+        self.pos += 1;
+        Ok(v)
+    }
+
+    fn u64(&mut self, name: &str, min: u64, max: u64) -> ArgResult<u64> {
+        let v = self.raw()?;
+        parse_u64(name, v, min, max)
+    }
+
+    fn id(&mut self) -> ArgResult<Box<[u8]>> {
+        let v = self.raw()?;
+        crate::wire::args::parse_id("id", v).map(Into::into)
+    }
+
+    fn take(&mut self) -> ArgResult<Take> {
+        let bucket = self.u64("bucket", 0, u64::from(MAX_SHARDS) - 1)? as u32;
+        let qty = self.u64("take", 1, MAX_TOTAL)?;
+        Ok(Take { bucket, qty })
+    }
+
+    /// Takes to the end, at least one.
+    fn takes(&mut self) -> ArgResult<Vec<Take>> {
+        let mut takes = Vec::new();
+        while !self.done() {
+            takes.push(self.take()?);
+        }
+        if takes.is_empty() {
+            return Err(ArgError::Arity);
+        }
+        Ok(takes)
+    }
+
+    /// `n a0 .. a(n-1) npeers (peer sent received)* tid*`.
+    fn transfers(&mut self) -> ArgResult<Effect> {
+        let n = self.u64("buckets", 1, u64::from(MAX_SHARDS))?;
+        let allocation = (0..n).map(|_| self.u64("allocation", 0, MAX_TOTAL)).collect::<ArgResult<Vec<_>>>()?;
+        let npeers = self.u64("peers", 0, self.args.len() as u64)?;
+        let mut peers = Vec::new();
+        for _ in 0..npeers {
+            let peer = self.id()?;
+            let c = Counters { sent: self.u64("sent", 0, u64::MAX)?, received: self.u64("received", 0, u64::MAX)? };
+            peers.push((peer, c));
+        }
+        let mut tids = Vec::new();
+        while !self.done() {
+            tids.push(self.id()?);
+        }
+        Ok(Effect::Transfers { allocation, peers, tids })
+    }
+
+    fn config(&mut self) -> ArgResult<SaleConfig> {
+        let total = self.u64("total", 0, MAX_TOTAL)?;
+        let shards = self.u64("shards", 1, u64::from(MAX_SHARDS))? as u32;
+        let limit = self.u64("limit", 1, MAX_TOTAL)?;
+        let hold_ms = self.u64("hold", 0, u64::MAX)?;
+        let start_ms = self.u64("start", 0, u64::MAX)?;
+        let end_ms = self.u64("end", 1, u64::MAX)?;
+        let tag = self.u64("tag", 0, u64::from(u32::MAX))? as u32;
+        // `[STREAM key maxlen [OWNER key]] [SPLIT round n peer...]`; an
+        // effect without OWNER (from before owners) leaves it empty for the
+        // caller to fill with the effect's key.
+        let stream = if self.next_is(b"STREAM") {
+            let key: Box<[u8]> = self.raw()?.into();
+            let maxlen = self.u64("maxlen", 0, i64::MAX as u64)?;
+            let owner: Box<[u8]> = if self.next_is(b"OWNER") { self.id()? } else { Box::default() };
+            Some(StreamConfig { key, maxlen: (maxlen > 0).then_some(maxlen), owner })
+        } else {
+            None
+        };
+        let split = if self.next_is(b"SPLIT") {
+            let round = self.raw()?;
+            let n = self.u64("peers", 1, MAX_PEERS as u64)? as usize;
+            let peers = self.args.get(self.pos..self.pos + n).ok_or(ArgError::Arity)?;
+            self.pos += n;
+            Some(SplitConfig::new(None, round, peers)?)
+        } else {
+            None
+        };
+        if !self.done() {
+            return Err(ArgError::Msg("ERR bad INIT effect".into()));
+        }
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split };
+        config.check()?;
+        Ok(config)
+    }
+
+    /// `id user qty:created:deadline:bucket`, see `pending_form`.
+    fn pending(&mut self) -> ArgResult<Reservation> {
+        let id = self.id()?;
+        let user = self.id()?;
+        let packed = self.raw()?;
+        let mut parts = packed.split(|&b| b == b':');
+        let mut next = |name, min, max| parse_u64(name, parts.next().unwrap_or_default(), min, max);
+        let qty = next("qty", 1, MAX_TOTAL)?;
+        let created_ms = next("created", 0, u64::MAX)?;
+        let deadline_ms = next("deadline", 0, u64::MAX)?;
+        let bucket = next("bucket", 0, u64::from(MAX_SHARDS) - 1)? as u32;
+        if parts.next().is_some() {
+            return Err(ArgError::Arity);
+        }
+        let takes = vec![Take { bucket, qty }];
+        Ok(Reservation { id, user, qty, state: State::Pending, created_ms, deadline_ms, takes })
+    }
+
+    fn record(&mut self) -> ArgResult<Reservation> {
+        let id = self.id()?;
+        let user = self.id()?;
+        let qty = self.u64("qty", 1, MAX_TOTAL)?;
+        let state = State::from_code(self.u64("state", 0, 3)?).ok_or(ArgError::Arity)?;
+        let created_ms = self.u64("created", 0, u64::MAX)?;
+        let deadline_ms = self.u64("deadline", 0, u64::MAX)?;
+        let n = self.u64("takes", 0, u64::from(MAX_SHARDS))?;
+        let takes = (0..n).map(|_| self.take()).collect::<ArgResult<Vec<_>>>()?;
+        Ok(Reservation { id, user, qty, state, created_ms, deadline_ms, takes })
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(e: Effect) {
+        let owned = e.to_args();
+        let args: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+        assert_eq!(Effect::parse(&args), Ok(e));
+    }
+
+    #[test]
+    fn pending_carries_its_stream_entry() {
+        let args: [&[u8]; 6] = [b"pending", b"r1", b"u1", b"1:2:3:0", b"1700000000000-5", b"42"];
+        let (effect, tail) = split_stream_tail(&args).unwrap();
+        assert_eq!(effect.len(), 4);
+        assert_eq!(tail, Some(StreamTail { ms: 1_700_000_000_000, seq: 5, length: Some(42) }));
+        let (effect, tail) = split_stream_tail(&args[..5]).unwrap();
+        assert_eq!((effect.len(), tail.map(|t| t.length)), (4, Some(None)));
+        assert_eq!(split_stream_tail(&args[..4]).unwrap(), (&args[..4], None));
+        let release: [&[u8]; 3] = [b"RELEASE", b"r1", b"1-1"];
+        assert_eq!(split_stream_tail(&release).unwrap(), (&release[..], None));
+        for bad in [&b"15"[..], b"1-", b"-1", b"a-1", b"1-2-3", b"1--2"] {
+            let args: [&[u8]; 5] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", bad];
+            assert!(split_stream_tail(&args).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long: [&[u8]; 7] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", b"1-1", b"2", b"3"];
+        assert!(split_stream_tail(&long).is_err());
+        let neg: [&[u8]; 6] = [b"PENDING", b"r1", b"u1", b"1:2:3:0", b"1-1", b"-2"];
+        assert!(split_stream_tail(&neg).is_err());
+    }
+
+    #[test]
+    fn effects_roundtrip() {
+        let config = SaleConfig {
+            total: 10,
+            shards: 2,
+            limit: 3,
+            hold_ms: 100,
+            start_ms: 0,
+            end_ms: u64::MAX,
+            stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5), owner: b"k".to_vec().into() }),
+            tag: 7,
+            split: Some(SplitConfig::new(None, b"r9", &[b"b", b"a"]).unwrap()),
+        };
+        roundtrip(Effect::Init(config.clone()));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, ..config }));
+        // An INIT effect from before owners: the owner is left for the
+        // EFFECT command to fill with its key.
+        let old: [&[u8]; 11] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"STREAM", b"s", b"0"];
+        match Effect::parse(&old) {
+            Ok(Effect::Init(c)) => assert!(c.stream.unwrap().owner.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        let junk: [&[u8]; 9] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"BOGUS"];
+        assert!(Effect::parse(&junk).is_err());
+        roundtrip(Effect::Records(vec![Reservation {
+            id: b"r1".to_vec().into(),
+            user: b"u1".to_vec().into(),
+            qty: 2,
+            state: State::Pending,
+            created_ms: 5,
+            deadline_ms: 9,
+            takes: vec![Take { bucket: 1, qty: 1 }, Take { bucket: 0, qty: 1 }],
+        }]));
+        roundtrip(Effect::Expire(vec![b"a".to_vec().into(), b"b".to_vec().into()]));
+        roundtrip(Effect::Retake(b"a".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]));
+        roundtrip(Effect::Release(b"a".to_vec().into()));
+        roundtrip(Effect::Confirm(b"a".to_vec().into()));
+        roundtrip(Effect::Batch(vec![
+            Effect::Confirm(b"a".to_vec().into()),
+            Effect::Retake(b"b".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]),
+        ]));
+        let takes = vec![Take { bucket: 1, qty: 2 }, Take { bucket: 0, qty: 1 }];
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone() });
+        roundtrip(Effect::Recv { peer: b"p".to_vec().into(), sent_total: u64::MAX, credits: takes });
+        roundtrip(Effect::Transfers {
+            allocation: vec![3, 0],
+            peers: vec![(b"p".to_vec().into(), crate::rules::transfers::Counters { sent: 4, received: 1 })],
+            tids: vec![b"t1".to_vec().into(), b"t2".to_vec().into()],
+        });
+        roundtrip(Effect::Transfers { allocation: vec![3], peers: vec![], tids: vec![] });
+    }
+
+    #[test]
+    fn bad_effects_are_refused() {
+        assert!(Effect::parse(&[b"NOPE"]).is_err());
+        assert!(Effect::parse(&[b"RECORDS"]).is_err());
+        assert!(Effect::parse(&[b"RELEASE", b"a", b"b"]).is_err());
+        assert!(Effect::parse(&[b"INIT", b"1", b"1", b"1", b"0", b"5", b"5", b"0"]).is_err());
+        assert!(Effect::parse(&[b"BATCH"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"2", b"EXPIRE", b"a"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"3", b"CONFIRM", b"a"]).is_err());
+        assert!(Effect::parse(&[b"BATCH", b"2", b"CONFIRM", b"a", b"x"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"0"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"0", b"0"]).is_err());
+        assert!(Effect::parse(&[b"RECV", b"p", b"0", b"0", b"1"]).is_err());
+        assert!(Effect::parse(&[b"RECV", b"p", b"18446744073709551616", b"0", b"1"]).is_err());
+        assert!(Effect::parse(&[b"TRANSFERS", b"0"]).is_err());
+        assert!(Effect::parse(&[b"TRANSFERS", b"1", b"1", b"2", b"p", b"0", b"0"]).is_err());
+    }
+}
