@@ -102,9 +102,11 @@ test: deps
 # Not part of `make test`: Redis's own test suite (its runtest TCL harness,
 # from the Debian source package of the installed redis-server, fetched at
 # run time into logs/redis-suite/) on the installed binary, without and with
-# the module, REDIS_SUITE_UNITS one by one; prints the [ok]/[err]/exception
-# counts of each. MODULE=/path/to/other.so measures another build (no build).
-REDIS_SUITE_UNITS ?= unit/dump integration/replication unit/keyspace unit/info unit/type/string
+# the module, unit by unit; prints the [ok]/[err]/exception counts of each.
+# Every unit of the tree by default (87 in 7.0.15);
+# REDIS_SUITE_UNITS='unit/dump unit/acl' narrows it. MODULE=/path/to/other.so
+# measures another build (no build).
+REDIS_SUITE_UNITS ?=
 REDIS_SUITE_ARGS ?= --durable
 redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build)
 	REDIS_SUITE_UNITS='$(REDIS_SUITE_UNITS)' REDIS_SUITE_ARGS='$(REDIS_SUITE_ARGS)' tools/redis-suite.sh $(MODULE)
