@@ -1,7 +1,10 @@
-//! Arity and key-specs for every command, through the raw
-//! `RedisModule_SetCommandInfo` (the crate's `#[command]` macro needs the
-//! 7.2 ACL-category API, which 7.0 lacks). With them COMMAND INFO, COMMAND
-//! GETKEYS and cluster routing see the STREAM key INIT names too.
+//! Arity, key-specs and ACL categories for every command, through the raw
+//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`
+//! (the crate's `#[command]` macro needs the 7.2 ACL-category API, which 7.0
+//! lacks). With them COMMAND INFO, COMMAND GETKEYS and cluster routing see
+//! the STREAM key INIT names too, and `ACL CAT write`, `+@read` and the like
+//! take in the module's commands where the server has the category API
+//! (Redis 7.2+, Valkey 8+; on 7.0 an ACL names the commands one by one).
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -18,19 +21,37 @@ enum Keys {
     SaleAndStream,
 }
 
-const COMMANDS: [(&CStr, c_int, Keys, &CStr); 10] = [
-    (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE)."),
-    (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user."),
-    (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation."),
-    (c"seckill.confirm", 3, Keys::Sale { write: true }, c"Confirm a pending reservation."),
-    (c"seckill.reconcile", -2, Keys::Sale { write: true }, c"Compare the sale with the order ledger; EXPIRE or APPLY fix it."),
-    (c"seckill.info", -2, Keys::Sale { write: false }, c"Report on a sale."),
-    (c"seckill.get", -3, Keys::Sale { write: false }, c"Show one reservation."),
-    (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect."),
+/// Name, arity, keys, summary, and the standard ACL categories. Cost, not
+/// role, picks `fast` or `slow`: `fast` is bounded work (a RESERVE expires
+/// at most 128 holds and visits at most 1024 buckets), `slow` grows with
+/// the sale (INIT ... REPLACE frees every record, RECONCILE walks the
+/// ledger). EFFECT, which only the replication link and loading run, is
+/// `admin dangerous` and not `write`: `+@write` must not grant it.
+const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 10] = [
+    (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE).", c"write slow"),
+    (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user.", c"write fast"),
+    (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation.", c"write fast"),
+    (c"seckill.confirm", 3, Keys::Sale { write: true }, c"Confirm a pending reservation.", c"write fast"),
+    (
+        c"seckill.reconcile",
+        -2,
+        Keys::Sale { write: true },
+        c"Compare the sale with the order ledger; EXPIRE or APPLY fix it.",
+        c"write slow",
+    ),
+    (c"seckill.info", -2, Keys::Sale { write: false }, c"Report on a sale.", c"read fast"),
+    (c"seckill.get", -3, Keys::Sale { write: false }, c"Show one reservation.", c"read fast"),
+    (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect.", c"admin slow dangerous"),
     // The peer is a key name but not a key of this call: it usually lives
     // on another node, and the command never opens it.
-    (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale."),
-    (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total."),
+    (
+        c"seckill.send",
+        -4,
+        Keys::Sale { write: true },
+        c"Move remaining stock towards a peer key of a split sale.",
+        c"write fast",
+    ),
+    (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total.", c"write fast"),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {
@@ -66,7 +87,10 @@ fn specs(keys: Keys) -> Vec<KeySpec> {
     v
 }
 
-/// Sets arity, summary and key-specs; Redis copies what it is given.
+/// Sets arity, summary and key-specs, and the ACL categories where the
+/// server has `RedisModule_SetCommandACLCategories` (NULL on Redis 7.0);
+/// Redis copies what it is given. Must run inside OnLoad (the category API
+/// refuses calls made later).
 pub fn register(ctx: &Context) -> bool {
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
@@ -74,21 +98,34 @@ pub fn register(ctx: &Context) -> bool {
         sizeof_keyspec: std::mem::size_of::<KeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
-    let (Some(get_command), Some(set_info)) = (unsafe { raw::RedisModule_GetCommand }, unsafe { raw::RedisModule_SetCommandInfo })
-    else {
+    let Some(get_command) = (unsafe { raw::RedisModule_GetCommand }) else {
         return true; // older servers: the first/last/step from registration stand
     };
-    COMMANDS.iter().all(|&(name, arity, keys, summary)| {
-        let mut key_specs = specs(keys);
-        let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
-        info.version = &version;
-        info.summary = summary.as_ptr();
-        info.since = c"0.1.0".as_ptr();
-        info.arity = arity;
-        info.key_specs = key_specs.as_mut_ptr();
-        unsafe {
-            let cmd = get_command(ctx.ctx, name.as_ptr());
-            !cmd.is_null() && set_info(cmd, &info) == raw::REDISMODULE_OK as c_int
+    let set_info = unsafe { raw::RedisModule_SetCommandInfo };
+    let set_categories = unsafe { raw::RedisModule_SetCommandACLCategories };
+    COMMANDS.iter().all(|&(name, arity, keys, summary, categories)| {
+        let cmd = unsafe { get_command(ctx.ctx, name.as_ptr()) };
+        if cmd.is_null() {
+            return false;
         }
+        if let Some(set_info) = set_info {
+            let mut key_specs = specs(keys);
+            let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
+            info.version = &version;
+            info.summary = summary.as_ptr();
+            info.since = c"0.1.0".as_ptr();
+            info.arity = arity;
+            info.key_specs = key_specs.as_mut_ptr();
+            if unsafe { set_info(cmd, &info) } != raw::REDISMODULE_OK as c_int {
+                return false;
+            }
+        }
+        if let Some(set_categories) = set_categories {
+            if unsafe { set_categories(cmd, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+                ctx.log_warning(&format!("seckill: could not put {name:?} into the ACL categories {categories:?}"));
+                return false;
+            }
+        }
+        true
     })
 }

@@ -4,6 +4,7 @@ Nothing here starts with "test", so RLTest does not collect it.
 Every helper takes a redis-py connection made with decode_responses=True.
 """
 
+import os
 import re
 import socket
 import time
@@ -107,6 +108,27 @@ def wait_aof_rewrite(conn, timeout=30.0):
         p = conn.info('persistence')
         return int(p['aof_rewrite_in_progress']) == 0 and int(p['aof_rewrite_scheduled']) == 0
     return wait_for(idle, timeout, 0.05)
+
+
+def aof_files(conn, kind):
+    """The paths of the multi-part AOF's files of one kind ('b' base, 'h'
+    history, 'i' incremental), in the manifest's order. A manifest line is
+    `file NAME key value ...`, read by key: Redis 8 adds `startoffset` and
+    `endoffset` after `type` on incremental files (7.0 and Valkey end the
+    line with the type)."""
+    def config(name):
+        v = conn.execute_command('CONFIG', 'GET', name)
+        v = v[name] if isinstance(v, dict) else v[1]
+        return v.decode() if isinstance(v, bytes) else v
+    folder = os.path.join(config('dir'), config('appenddirname'))
+    paths = []
+    with open(os.path.join(folder, config('appendfilename') + '.manifest')) as f:
+        for line in f:
+            words = line.split()
+            fields = dict(zip(words[0::2], words[1::2]))
+            if fields.get('type') == kind:
+                paths.append(os.path.join(folder, fields['file']))
+    return paths
 
 
 def restart_from_aof(env, rewrite):

@@ -9,6 +9,8 @@ import time
 
 from RLTest import Env
 
+from seckill_helpers import aof_files
+
 PAYLOADS = 400
 AOF_MUTANTS = 150
 
@@ -175,13 +177,9 @@ def _rewrite_commands(env, conn):
         if info['aof_rewrite_in_progress'] == 0 and info['aof_rewrite_scheduled'] == 0:
             break
         time.sleep(0.05)
-    folder = os.path.join(conn.execute_command('CONFIG', 'GET', 'dir')[1].decode(),
-                          conn.execute_command('CONFIG', 'GET', 'appenddirname')[1].decode())
-    filename = conn.execute_command('CONFIG', 'GET', 'appendfilename')[1].decode()
-    with open(os.path.join(folder, filename + '.manifest')) as f:
-        base = [line.split()[1] for line in f if line.split()[-1] == 'b']
+    base = aof_files(conn, 'b')
     env.assertEqual(len(base), 1)
-    with open(os.path.join(folder, base[0]), 'rb') as f:
+    with open(base[0], 'rb') as f:
         return [c for c in _parse_resp_commands(f.read()) if c[0].upper() == b'SECKILL.EFFECT']
 
 

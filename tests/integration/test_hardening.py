@@ -16,7 +16,7 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
+from seckill_helpers import aof_files, digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
 from test_corrupt_input import _parse_resp_commands
 
 
@@ -373,13 +373,9 @@ def _aof_commands(conn):
     rewrite in progress (RLTest's restartAndReload of an earlier test may
     have started one) so the files do not change under the caller."""
     wait_aof_rewrite(conn)
-    folder = os.path.join(conn.config_get('dir')['dir'], conn.config_get('appenddirname')['appenddirname'])
-    filename = conn.config_get('appendfilename')['appendfilename']
-    with open(os.path.join(folder, filename + '.manifest')) as f:
-        incr = [line.split()[1] for line in f if line.split()[-1] == 'i']
     cmds = []
-    for name in incr:
-        with open(os.path.join(folder, name), 'rb') as f:
+    for path in aof_files(conn, 'i'):
+        with open(path, 'rb') as f:
             cmds += _parse_resp_commands(f.read())
     return cmds
 
