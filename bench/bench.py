@@ -6,7 +6,7 @@ Starts its own redis-server (pinned to CPU 0, redis-benchmark to CPU 1),
 runs every scenario several times with redis-benchmark (-c 50, pipelined
 -P 16 and unpipelined), takes medians, reads server CPU per call from
 INFO commandstats, measures memory and RDB times of a 1,000,000-reservation
-sale, and writes bench/REPORT.md with bench/chart.svg. Prints the table too.
+sale, and writes bench/reports/REPORT.md with bench/reports/chart.svg. Prints the table too.
 No pass/fail: the figures are for reading, as ratios within this one run.
 """
 
@@ -49,7 +49,7 @@ return 1
 
 BIG = 10 ** 12
 NATIVE = ('SADD new member', 'XADD', 'HMGET 3 fields')
-LOADGEN_SRC = os.path.join(HERE, 'loadgen.rs')
+ROOT = os.path.dirname(HERE)
 # Pending reservations made before RELEASE / CONFIRM runs (REQIDs 000000000000 ...).
 PREFILL = 200_000
 
@@ -236,14 +236,14 @@ def paired_ratios(rounds):
 
 
 def build_loadgen(workdir):
-    exe = os.path.join(workdir, 'loadgen')
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(LOADGEN_SRC):
-        subprocess.run(['rustc', '-O', '--edition', '2021', LOADGEN_SRC, '-o', exe], check=True)
-    return exe
+    """The workspace member bench/loadgen, built by cargo (`workdir` unused:
+    cargo keeps it in target/release)."""
+    subprocess.run(['cargo', 'build', '--release', '-q', '-p', 'loadgen'], cwd=ROOT, check=True)
+    return os.path.join(ROOT, 'target', 'release', 'loadgen')
 
 
 def latency_under_load(srv, exe, rate, clients, seconds):
-    """p50/p99/p99.9 at a fixed offered rate, unpipelined (bench/loadgen.rs)."""
+    """p50/p99/p99.9 at a fixed offered rate, unpipelined (bench/loadgen)."""
     c = srv.conn
     sha = c.script_load(SCRIPT_A)
     user = 'u__rand_int__'
@@ -409,7 +409,7 @@ def report(results, mem, lat, paired, args):
         lines.append('| %s | %.2f | %.2f | %.2f | %s |' % (name, med, lo, hi, '%s %s' % (op, bound) if bound is not None else ''))
     lines += ['', '## Latency under load', '',
               'Fixed offered rate %s/s, unpipelined, %d connections each on its own staggered schedule'
-              ' (bench/loadgen.rs, one thread on CPU 1), %d s per row, the first second dropped. Latency runs'
+              ' (bench/loadgen, one thread on CPU 1), %d s per row, the first second dropped. Latency runs'
               ' from the moment a command was due to its reply (no coordinated omission); the PING row is the'
               ' floor of the machine and the generator. Random users: every RESERVE is a new buyer.'
               % ('{:,}'.format(args.rate), args.clients, args.seconds), '',
@@ -429,7 +429,7 @@ def main():
     p.add_argument('--reps', type=int, default=3)
     p.add_argument('--requests', type=int, default=300_000)
     p.add_argument('--sale-size', type=int, default=1_000_000)
-    p.add_argument('--out', default=os.path.join(HERE, 'REPORT.md'))
+    p.add_argument('--out', default=os.path.join(HERE, 'reports', 'REPORT.md'))
     p.add_argument('--rate', type=int, default=20_000, help='offered ops/s of the latency-under-load table')
     p.add_argument('--clients', type=int, default=200)
     p.add_argument('--seconds', type=int, default=6)

@@ -8,7 +8,7 @@ pid at the end): one SplitSale of --stock units, random user ids, demand of
 --demand x the stock, from --procs processes of --threads threads each
 (separate SplitSale instances, as separate application servers would be).
 
-Figures (bench/CLUSTER.md): the RESERVE share of the busiest node (server
+Figures (bench/reports/CLUSTER.md): the RESERVE share of the busiest node (server
 side, INFO commandstats), extra round trips per successful RESERVE by path
 (client side), pool calls per RESERVE, false SOLD_OUT answers (a SOLD_OUT
 that returned before a later RESERVE that succeeded began; the bench never
@@ -296,7 +296,7 @@ def main():
     ap.add_argument('--procs', type=int, default=4)
     ap.add_argument('--threads', type=int, default=4)
     ap.add_argument('--rate-n', type=int, default=200000)
-    ap.add_argument('--out', default=os.path.join(HERE, 'CLUSTER.md'))
+    ap.add_argument('--out', default=os.path.join(HERE, 'reports', 'CLUSTER.md'))
     args = ap.parse_args()
     os.environ['SECKILL_MODULE'] = args.module
     fig = run(args)

@@ -17,7 +17,7 @@ Five scenarios, each on its own fresh redis-server(s) on free ports (never
                replica): call time, worst PING, memory peak
   one-buyer    200k RESERVEs by one user: throughput as it goes, slowest command
 
-Each run updates the section of its --label in bench/HARDENING.md (the raw
+Each run updates the section of its --label in bench/reports/HARDENING.md (the raw
 figures live in a JSON block at the end of that file), so runs of several
 builds sit side by side. --only runs a subset and keeps the other figures of
 the label. The server is pinned to CPU 0; redis-benchmark, redis-cli --pipe,
@@ -1081,7 +1081,7 @@ def main():
     p.add_argument('--label', default='after')
     p.add_argument('--commit', default='', help='what code the module was built from (default: HEAD, noted as such)')
     p.add_argument('--only', default='', help='comma-separated: ' + ','.join(SCENARIOS))
-    p.add_argument('--out', default=os.path.join(HERE, 'HARDENING.md'))
+    p.add_argument('--out', default=os.path.join(HERE, 'reports', 'HARDENING.md'))
     p.add_argument('--no-write', action='store_true', help='print only, leave the report alone')
     p.add_argument('--nice', type=int, default=-10, help='nice level of the servers and the PING probe')
     p.add_argument('--phase-seconds', type=float, default=300, help='time bound of one growth / one-buyer phase')

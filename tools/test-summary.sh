@@ -8,6 +8,12 @@
 #         (PASSED and FAILED are "-" when the stage printed no count)
 #   tools/test-summary.sh cargo NAME LOG SECONDS
 #         (counts from the "test result:" lines of cargo test's output in LOG)
+#   tools/test-summary.sh pytest NAME SERVER LOG SECONDS
+#         (counts from pytest's closing line in LOG; errors count as failed)
+#   tools/test-summary.sh node NAME SERVER LOG SECONDS
+#         (counts from node --test's "ℹ pass N" / "ℹ fail N" lines in LOG)
+# `pytest` and `node` also print "NAME: N passed, N failed", and exit 1 when
+# LOG has no count.
 #   tools/test-summary.sh print
 #
 # `print` exits 1 when a stage gave no count or any test failed. The rows live
@@ -38,6 +44,26 @@ cargo)
 		"$0" add "$2" "cargo-test" - - "$4"
 	fi
 	;;
+pytest | node)
+	[ $# -eq 5 ] || { echo "usage: $0 $1 NAME SERVER LOG SECONDS" >&2; exit 2; }
+	kind=$1 name=$2 server=$3 log=$4 seconds=$5
+	if [ "$kind" = pytest ]; then
+		line=$(grep -E '^=* *[0-9]+ (passed|failed|error)' "$log" | tail -1 || true)
+		count() { echo "$line" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
+		[ -n "$line" ] && passed=$(count passed) && failed=$(( $(count failed) + $(count error) ))
+	else
+		count() { sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -E "^ℹ $1 [0-9]+$" | tail -1 | grep -oE '[0-9]+$' || true; }
+		passed=$(count pass) failed=$(count fail)
+	fi
+	if [ -n "${passed:-}" ] && [ -n "${failed:-}" ]; then
+		echo "$name: $passed passed, $failed failed"
+		"$0" add "$name" "$server" "$passed" "$failed" "$seconds"
+	else
+		echo "$name: the test runner printed no count; see $log"
+		"$0" add "$name" "$server" - - "$seconds"
+		exit 1
+	fi
+	;;
 print)
 	[ -s "$FILE" ] || { echo "make-test: no stage recorded a count" >&2; exit 1; }
 	echo
@@ -60,7 +86,7 @@ print)
 		}' "$FILE"
 	;;
 *)
-	echo "usage: $0 reset | add NAME SERVER PASSED FAILED SECONDS | cargo NAME LOG SECONDS | print" >&2
+	echo "usage: $0 reset | add NAME SERVER PASSED FAILED SECONDS | cargo NAME LOG SECONDS | pytest|node NAME SERVER LOG SECONDS | print" >&2
 	exit 2
 	;;
 esac

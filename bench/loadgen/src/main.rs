@@ -10,7 +10,8 @@
 //! reply that delays the next send is counted against the server too (no
 //! coordinated omission). Samples of the first WARMUP_SECONDS are dropped.
 //! Prints one line: `sent errors achieved_rate p50_us p99_us p999_us max_us`.
-//! Built by bench.py with plain `rustc -O` (std only).
+//! A member of the workspace (std only): `cargo build --release -p loadgen`,
+//! which bench.py runs.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -1,0 +1,35 @@
+# Benchmarks: figures, not assertions, never part of `make test`. Each starts
+# its own servers on free ports (never 6379) and stops them by pid; reports
+# go to bench/reports/. MODULE=/path/to/other.so measures another build.
+#
+#   make bench            the module against the seed Lua scripts and native
+#                         commands, paired-round ratios, latency under load:
+#                         bench/reports/REPORT.md and chart.svg
+#                         (BENCH_ARGS='--module old.so --out /tmp/x.md')
+#   make bench-callgrind  server instructions per call (deterministic)
+#   make bench-hardening  stalls, idle CPU and memory peaks at huge sizes:
+#                         bench/reports/HARDENING.md, in the section of
+#                         HARDENING_LABEL (HARDENING_ARGS='--only growth')
+#   make bench-cluster    one split sale over a three-master cluster:
+#                         bench/reports/CLUSTER.md
+#                         (CLUSTER_ARGS='--stock 50000 --procs 6')
+
+BENCH_ARGS ?=
+HARDENING_LABEL ?= after
+HARDENING_ARGS ?=
+CLUSTER_ARGS ?=
+
+.PHONY: bench bench-callgrind bench-hardening bench-cluster
+
+bench: build py-deps ## figures: RESERVE against the seed scripts and native commands (bench/reports/REPORT.md)
+	$(PY) bench/bench.py --module $(MODULE) $(BENCH_ARGS)
+
+bench-callgrind: build ## server instructions per call under callgrind (RESERVE, RESERVE + STREAM, sold out, natives)
+	@dpkg -s valgrind >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq valgrind)
+	bash bench/callgrind.sh $(MODULE)
+
+bench-hardening: build py-deps ## figures: stalls, idle CPU, memory at huge sizes (bench/reports/HARDENING.md)
+	$(PY) bench/hardening.py --module $(MODULE) --label $(HARDENING_LABEL) $(HARDENING_ARGS)
+
+bench-cluster: build pipeline-deps ## figures: one split sale over a three-master cluster (bench/reports/CLUSTER.md)
+	$(PY) bench/cluster.py --module $(MODULE) $(CLUSTER_ARGS)
