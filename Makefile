@@ -60,7 +60,7 @@ INTEGRATION_TARGETS := integration integration-valkey8 integration-valkey9 integ
 EXTRA_TESTS ?=
 -include $(wildcard mk/*.mk)
 
-.PHONY: help run test build deps sys-deps py-deps pipeline-deps pipeline-pg unit integration integration-valkey8 \
+.PHONY: help lint run test build deps sys-deps py-deps pipeline-deps pipeline-pg unit integration integration-valkey8 \
 	integration-valkey9 integration-redis8 redis-suite fuzz valgrind clean
 
 help: ## this list
@@ -123,11 +123,25 @@ integration-valkey9: build py-deps ## SERVER_TESTS and atomic slot migration on 
 integration-redis8: build py-deps ## SERVER_TESTS on Redis 8.2.3
 	@$(call rltest,integration-redis8,$(REDIS8_SERVER),$(SERVER_TESTS))
 
+# rustfmt and clippy for the crate and bench/loadgen, ruff for every Python
+# file (ruff.toml; clients/python has its own): the three checks make one
+# row of the summary.
+RUFF_VERSION := 0.17.5
+lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, ruff check
+	@start=$$SECONDS; passed=0; failed=0; \
+	check() { echo "lint: $$*"; if "$$@"; then passed=$$((passed + 1)); else failed=$$((failed + 1)); fi; }; \
+	$(VENV)/bin/ruff --version 2>/dev/null | grep -qF '$(RUFF_VERSION)' || $(VENV)/bin/pip install -q ruff==$(RUFF_VERSION); \
+	check cargo fmt --all --check; \
+	check cargo clippy --all-targets --workspace -q -- -D warnings; \
+	check $(VENV)/bin/ruff check -q .; \
+	echo "lint: $$passed passed, $$failed failed"; \
+	tools/test-summary.sh add lint tools $$passed $$failed $$((SECONDS - start)); [ $$failed -eq 0 ]
+
 # Every stage runs even when one before it failed (make -k), so the summary
 # at the end is the whole picture; the exit status is non-zero if any failed.
 test: deps ## every stage on every server, then one summary (what CI runs)
 	@tools/test-summary.sh reset
-	@$(MAKE) --no-print-directory -k build unit $(INTEGRATION_TARGETS) $(EXTRA_TESTS); rc=$$?; \
+	@$(MAKE) --no-print-directory -k build lint unit $(INTEGRATION_TARGETS) $(EXTRA_TESTS); rc=$$?; \
 	tools/test-summary.sh print || rc=1; exit $$rc
 
 # Not part of `make test`: Redis's own test suite (its runtest TCL harness,
