@@ -465,7 +465,7 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
     // Per bucket: remainder + live takes == allocation.
     let mut held = vec![0u64; rem.len()];
     let (mut pending, mut confirmed, mut released, mut expired) = (0u64, 0u64, 0u64, 0u64);
-    for r in recs(&s) {
+    for r in recs(s) {
         match r.state {
             State::Pending => pending += r.qty,
             State::Confirmed => confirmed += r.qty,
@@ -509,7 +509,7 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
         }
     }
     // Buyers and holds are what the records say.
-    let buyers = recs(&s).iter().filter(|r| r.state.is_live()).map(|r| &r.user).collect::<HashSet<_>>().len();
+    let buyers = recs(s).iter().filter(|r| r.state.is_live()).map(|r| &r.user).collect::<HashSet<_>>().len();
     if s.buyer_count() != buyers {
         return Err(format!("buyer count {} but {} users hold live reservations", s.buyer_count(), buyers));
     }
@@ -520,7 +520,7 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
         .map(|(i, r)| (r.deadline_ms, i))
         .collect();
     holds.sort();
-    let due: Vec<Box<[u8]>> = holds.iter().map(|&(_, i)| recs(&s)[i].id.clone()).collect();
+    let due: Vec<Box<[u8]>> = holds.iter().map(|&(_, i)| recs(s)[i].id.clone()).collect();
     if s.due_holds(u64::MAX, usize::MAX) != due || s.next_deadline() != holds.first().map(|h| h.0) {
         return Err("holds differ from the pending records".into());
     }
@@ -553,8 +553,8 @@ fn check_against_model(m: &Model, s: &Sale, step: usize) {
     assert_eq!(t.released, m.sum(State::is_released), "{}", ctx("released"));
     assert_eq!(t.expired, m.sum(|st| st == State::Expired), "{}", ctx("expired"));
     assert_eq!(s.buyer_count() as u64, m.buyers(), "{}", ctx("buyers"));
-    assert_eq!(recs(&s).len(), m.recs.len(), "{}", ctx("record count"));
-    for (r, mr) in recs(&s).iter().zip(&m.recs) {
+    assert_eq!(recs(s).len(), m.recs.len(), "{}", ctx("record count"));
+    for (r, mr) in recs(s).iter().zip(&m.recs) {
         let got = (&*r.id, &*r.user, r.qty, r.state, r.created_ms, r.deadline_ms);
         let want = (&mr.id[..], &mr.user[..], mr.qty, mr.state, mr.created, mr.deadline);
         assert_eq!(got, want, "{}", ctx("record"));
@@ -1011,8 +1011,8 @@ fn effect_spec_strategy() -> impl Strategy<Value = EffectSpec> {
 
 /// Choices 0..8 name a record of `s` (when it has any), 8.. fresh ids.
 fn spec_id(s: &Sale, k: usize) -> Box<[u8]> {
-    if k < 8 && !recs(&s).is_empty() {
-        recs(&s)[k % recs(&s).len()].id.clone()
+    if k < 8 && !recs(s).is_empty() {
+        recs(s)[k % recs(s).len()].id.clone()
     } else {
         format!("fresh-{}", k % 5).into_bytes().into()
     }

@@ -284,7 +284,7 @@ pub fn parse_reconcile<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReconcileArgs<'a>>
             Some("ORDERS") => {
                 let count = o.number("ORDERS", 1, u64::MAX)?;
                 if count > MAX_ORDERS as u64 {
-                    return err(&format!("ERR ORDERS takes at most {MAX_ORDERS} rows per call: send the ledger in chunks"));
+                    return err(format!("ERR ORDERS takes at most {MAX_ORDERS} rows per call: send the ledger in chunks"));
                 }
                 if count > (args.len() / 3) as u64 {
                     return err("ERR ORDERS count is more than the rows given");
