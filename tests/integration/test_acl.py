@@ -1,4 +1,4 @@
-"""The two ACL roles of the README ("Who may do what"): a shop's front end
+"""The two ACL roles of docs/operations.md ("Who may do what"): a shop's front end
 (RESERVE, RELEASE, CONFIRM, INFO, GET) and the sale's driver / operator
 (also INIT, SEND, RECV, RECONCILE), both on `~sale:*`. Each user does what
 its role allows, gets NOPERM for everything else, and a refused command
@@ -21,9 +21,9 @@ from RLTest import Env
 
 from seckill_helpers import conn_address, digest, get, info, reconcile, reserve, server_version
 
-README = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'README.md')
+DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'operations.md')
 
-# The README's lines, word for word (test_readme_has_the_lines checks it).
+# The lines of docs/operations.md, word for word (test_readme_has_the_lines checks it).
 FRONT_END = ('ACL SETUSER shop reset on >shop-password ~sale:* '
              '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get')
 DRIVER = ('ACL SETUSER sale-driver reset on >driver-password ~sale:* '
@@ -114,9 +114,9 @@ def _sale(c):
 
 def test_readme_has_the_lines():
     env = Env(decodeResponses=True)
-    text = open(README).read()
+    text = open(DOC).read()
     for line in (FRONT_END, DRIVER):
-        env.assertTrue(line in text, message='README lost the line %r' % line)
+        env.assertTrue(line in text, message='docs/operations.md lost the line %r' % line)
 
 
 def test_front_end():
