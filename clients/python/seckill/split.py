@@ -32,13 +32,11 @@ import time
 from collections import Counter
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-import redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import MovedError, ResponseError, TimeoutError as RedisTimeoutError
-from redis.exceptions import TryAgainError
+from redis.exceptions import ResponseError
 
 from . import protocol as p
 from . import split_protocol as sp
+from .errors import transient
 from .sale import Sale
 from .split_protocol import RecoverError, StaleRound
 
@@ -48,7 +46,6 @@ except ImportError:  # pragma: no cover
     RedisCluster = ()  # type: ignore
 
 MAX_ATTEMPTS = 16        # slow-path rounds of one reserve before it gives up
-_RETRYABLE = (MovedError, TryAgainError, RedisConnectionError, RedisTimeoutError)
 
 
 class DriverStopped(RuntimeError):
@@ -165,8 +162,8 @@ class SplitSale:
                     if isinstance(x, Exception):
                         raise x
                 return out
-            except _RETRYABLE:
-                if attempt == 3:
+            except Exception as exc:
+                if attempt == 3 or not transient(exc):
                     raise
                 time.sleep(0.05 * (attempt + 1))
                 if self.cluster:
