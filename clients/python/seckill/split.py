@@ -37,6 +37,7 @@ from redis.exceptions import ResponseError
 from . import protocol as p
 from . import split_protocol as sp
 from .errors import transient
+from .faults import NONE
 from .sale import Sale
 from .split_protocol import RecoverError, StaleRound
 
@@ -46,10 +47,6 @@ except ImportError:  # pragma: no cover
     RedisCluster = ()  # type: ignore
 
 MAX_ATTEMPTS = 16        # slow-path rounds of one reserve before it gives up
-
-
-class DriverStopped(RuntimeError):
-    """Raised by a fault hook (tests): the driving client stops at a crash point."""
 
 
 class OrphanKeys(RuntimeError):
@@ -85,7 +82,7 @@ class SplitSale:
         self.cluster = bool(RedisCluster) and isinstance(client, RedisCluster)
         self.wait_ms = int(wait_ms)
         self.stats: Counter = Counter()
-        self.fault: Optional[Callable[[str], None]] = None   # tests: crash points
+        self.faults: Callable[[str], None] = NONE   # crash points (seckill.faults)
         self._layout: Optional[sp.Layout] = None
         self._lock = threading.Lock()
         self._pool_est: Optional[int] = None          # the pool's remaining, last seen
@@ -105,10 +102,6 @@ class SplitSale:
     def _count(self, **kw: int) -> None:
         with self._lock:
             self.stats.update(kw)
-
-    def _fault(self, point: str) -> None:
-        if self.fault is not None:
-            self.fault(point)
 
     def _call(self, *args: Any) -> Any:
         return self.r.execute_command(*args)
@@ -252,7 +245,7 @@ class SplitSale:
             old_keys = set(self._existing(probe))
             if old_keys and not replace:
                 raise OrphanKeys(self.name, old_keys)
-        self._fault('create_checked')
+        self.faults('create_checked')
         common = dict(start_ms=start_ms, end_ms=end_ms, ttl_s=ttl_s, replace=replace)
         created = Sale(self.r, lay.pool).init(lay.initial[0], split=lay.split_args(lay.pool),
                                               **common)
@@ -387,13 +380,13 @@ class SplitSale:
         if src == lay.pool:
             self._pool_est = src_left
             self._count(pool_calls=1)
-        self._fault('after_send')
-        self._fault('after_wait')
+        self.faults('after_send')
+        self.faults('after_wait')
         if taken == 0:
             return 0
         credited, _received, _left = self._recv(dst, src, sent_total, lay.round)
         rt[path] += 1
-        self._fault('after_recv')
+        self.faults('after_recv')
         return credited
 
     def _refill(self, lay: sp.Layout, home: str, need: int, rt: Counter) -> int:

@@ -7,7 +7,8 @@ import redis.exceptions as rexc
 
 from seckill import errors
 from seckill import protocol as p
-from seckill.pipeline import faults, retry
+from seckill import faults
+from seckill.pipeline import retry
 from seckill.pipeline.payment import final
 from seckill.pipeline.reconciler import (CANCEL, CANCEL_LOST, FLAG_CONFIRMED_CANCELLED,
                                          FLAG_CONFIRMED_UNPAID, MARK_PAID, RELEASE, RESTORE, plan)

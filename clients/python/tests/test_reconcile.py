@@ -10,7 +10,7 @@ import pytest
 
 from conftest import KEY, STREAM, WorkerThread, make_sale, orders_for, wait_for
 from seckill import Sale
-from seckill.pipeline.faults import Crash, Faults
+from seckill.faults import Crash, Faults
 from seckill.pipeline.payment import pay
 from seckill.pipeline.reconciler import (CANCEL, CANCEL_LOST, FLAG_CONFIRMED_UNPAID, MARK_PAID,
                                          RELEASE, RESTORE, rebuild, reconcile)

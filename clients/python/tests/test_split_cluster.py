@@ -24,7 +24,8 @@ from redis.cluster import RedisCluster
 from seckill import SplitSale
 from seckill import split_protocol as sp
 from seckill.servers import RedisServer, module_path
-from seckill.split import DriverStopped, OrphanKeys
+from seckill.faults import Crash, Faults
+from seckill.split import OrphanKeys
 
 
 def cluster_port() -> int:
@@ -341,12 +342,9 @@ def test_driver_stops_mid_transfer(cluster, rc, point):
     sale.create(30)                         # pool 12, parts 6 each, low water 1
     lay = sale.layout()
 
-    def stop(at):
-        if at == point:
-            raise DriverStopped(at)
-    sale.fault = stop
+    sale.faults = Faults({point: 1})        # the driver stops there (raises Crash)
     buyers = users_homed(0, n=40, prefix='x' + point)
-    with pytest.raises(DriverStopped):
+    with pytest.raises(Crash):
         for i, u in enumerate(buyers):
             sale.reserve(u, reqid='r%d' % i)
     other = SplitSale(cluster.client(), name)
@@ -688,11 +686,9 @@ def test_concurrent_creates_agree_on_one_round(r):
     outer = SplitSale(r, 'twice')
     inner = SplitSale(r, 'twice')
 
-    def hook(point):
-        if point == 'create_checked' and outer.fault is not None:
-            outer.fault = None
-            assert inner.create(30, parts=3) is True
-    outer.fault = hook
+    def create_inner(point):
+        assert inner.create(30, parts=3) is True
+    outer.faults = Faults({'create_checked': 1}, action=create_inner)
     assert outer.create(30, parts=3) is False
     assert outer.layout().round == inner.layout().round == SplitSale(r, 'twice').layout().round
     assert sell_out(SplitSale(r, 'twice'), 'w') == 30 and outer.info()['invariant'] == 'ok'

@@ -10,7 +10,7 @@ import time
 
 from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
 from seckill import Sale
-from seckill.pipeline.faults import EXIT_CODE
+from seckill.faults import EXIT_CODE
 from seckill.pipeline.payment import pay
 from seckill.pipeline.retry import Backoff
 from seckill.pipeline.worker import Worker, backlog

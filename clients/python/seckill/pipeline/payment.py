@@ -48,9 +48,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import transient
+from ..faults import NONE, Faults
 from ..protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
 from ..sale import Sale, SaleMissing
-from .faults import NONE, Faults
 from .store import CANCELLED, PAID, UNPAID, Order, Store, StoreUnavailable
 
 log = logging.getLogger('seckill.payment')

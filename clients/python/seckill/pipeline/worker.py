@@ -29,8 +29,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from redis.exceptions import ResponseError
 
 from ..errors import transient
+from ..faults import NONE, Faults
 from ..protocol import Event, parse_entry, text
-from .faults import NONE, Faults
 from .retry import Backoff
 from .store import ApplyStats, SaleConfig, Store, StoreUnavailable
 
