@@ -20,7 +20,7 @@ import pytest
 
 from seckill.pipeline.reconciler import create_sale
 from seckill.pipeline.store import SaleConfig, open_store
-from seckill.servers import PostgresServer, RedisServer, module_path
+from seckill._servers import PostgresServer, RedisServer, module_path
 
 KEY = 'sale:{t}'
 STREAM = 'sale:{t}:events'

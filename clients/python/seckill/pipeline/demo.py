@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..protocol import LIMIT, RESERVED, SOLD_OUT
 from ..sale import Sale
-from ..servers import PostgresServer, RedisServer
+from .._servers import PostgresServer, RedisServer
 from .payment import OUT_PAID, OUT_REFUND, OUT_RETRY, cancel_order, pay
 from .reconciler import create_sale, reconcile
 from .store import CANCELLED, PAID, UNPAID, SaleConfig, open_store
