@@ -55,6 +55,10 @@ class ProtocolError(ValueError):
     """A reply that does not have the shape the SPEC gives it."""
 
 
+class SaleMissing(RuntimeError):
+    """The sale key does not exist (never created, expired, or lost)."""
+
+
 def text(value: Any) -> Any:
     """bytes -> str (UTF-8); anything else unchanged."""
     if isinstance(value, (bytes, bytearray)):

@@ -23,7 +23,7 @@ from seckill import SplitSale
 from seckill import split_protocol as sp
 from seckill._servers import RedisServer, module_path
 from seckill.faults import Crash, Faults
-from seckill.split import OrphanKeys
+from seckill.split import OrphanKeys, RecoverError
 
 from clusters import Cluster, wait_until
 
@@ -300,7 +300,8 @@ def test_lost_debit_is_reported_and_repaired(cluster, rc):
     sale.create(30)
     lay = sale.layout()
     dump = raw.execute_command('DUMP', lay.pool)
-    assert sale._transfer(lay, lay.pool, lay.parts[0], 4, 'refill', collections.Counter()) == 4
+    assert sale._run(sale.core.transfers.transfer(lay, lay.pool, lay.parts[0], 4, 'refill',
+                                                  collections.Counter())) == 4
     raw.execute_command('RESTORE', lay.pool, 0, dump, 'REPLACE')
     info = SplitSale(cluster.client(), sale.name).info()
     assert info['invariant'] == 'broken' and info['lost_debit'] == 4
@@ -539,7 +540,7 @@ def test_recover_refuses_keys_of_different_rounds(r):
     other = dataclasses.replace(lay, round='0123456789abcdef')
     p1 = lay.parts[1]
     assert r.execute_command('SECKILL.INIT', p1, 6, *other.split_args(p1), 'REPLACE') in ('OK', b'OK')
-    with pytest.raises(sp.RecoverError, match='different rounds'):
+    with pytest.raises(RecoverError, match='different rounds'):
         SplitSale(r, 'mixed').recover()
     assert r.exists(sp.layout_key('mixed')) == 0
     with pytest.raises(LookupError):
