@@ -197,7 +197,8 @@ class PostgresServer:
             try:
                 pw = pwd.getpwnam('postgres')
             except KeyError:
-                raise RuntimeError('running as root needs the postgres user (apt-get install postgresql)')
+                raise RuntimeError('running as root needs the postgres user '
+                                   '(apt-get install postgresql)') from None
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             self._as = ['runuser', '-u', 'postgres', '--']
         self._initialised = False

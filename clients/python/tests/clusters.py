@@ -38,7 +38,7 @@ class Cluster:
         self.nodes = []
         self.masters = []
         try:
-            for i in range(masters):
+            for _ in range(masters):
                 self.masters.append(self._node())
             per = 16384 // masters
             self.ranges = {}
@@ -68,10 +68,12 @@ class Cluster:
         nodes = [n for n in (nodes or self.nodes) if n.alive()]
         for n in nodes:
             c = n.client()
-            wait_until(lambda: 'cluster_state:ok' in c.execute_command('CLUSTER', 'INFO')
-                  and len([l for l in c.execute_command('CLUSTER', 'NODES').splitlines()
-                           if 'fail' not in l.split()[2]]) >= len(nodes),
-                  what='cluster_state:ok on %d' % n.port)
+
+            def ok(c=c) -> bool:
+                return 'cluster_state:ok' in c.execute_command('CLUSTER', 'INFO') and len(
+                    [line for line in c.execute_command('CLUSTER', 'NODES').splitlines()
+                     if 'fail' not in line.split()[2]]) >= len(nodes)
+            wait_until(ok, what='cluster_state:ok on %d' % n.port)
 
     def add_replica(self, master: RedisServer) -> RedisServer:
         srv = self._node()
@@ -90,8 +92,8 @@ class Cluster:
         me = self.node_id(srv)
         for m in self.masters:
             mc = m.client()
-            wait_until(lambda: any(me in str(r) for r in mc.execute_command('CLUSTER', 'SLOTS')),
-                  what='replica in CLUSTER SLOTS of %d' % m.port)
+            wait_until(lambda mc=mc: any(me in str(r) for r in mc.execute_command('CLUSTER', 'SLOTS')),
+                       what='replica in CLUSTER SLOTS of %d' % m.port)
         return srv
 
     def client(self, **kw) -> RedisCluster:

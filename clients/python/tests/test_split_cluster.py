@@ -335,7 +335,7 @@ def test_releases_after_sell_out_go_to_other_parts(cluster, rc):
 def test_expired_holds_after_sell_out_go_to_other_parts(cluster, rc):
     sale = SplitSale(rc, new_name('e'))
     sale.create(30, hold_ms=800)
-    for i, u in enumerate(users_homed(0, n=30, prefix='e')):
+    for u in users_homed(0, n=30, prefix='e'):
         assert sale.reserve(u)[0] == 'RESERVED'
     late = users_homed(1, n=15, prefix='g') + users_homed(2, n=15, prefix='g')
     assert sale.reserve(late[0])[0] == 'SOLD_OUT'
@@ -360,7 +360,9 @@ def test_failover_mid_sale_and_reconcile(module):
         # replica makes every refill WAIT, and it loses reservations too.
         pool_tag, part_tags = sp.place(name, 3, lambda s: rc.nodes_manager.slots_cache[s][0].name,
                                        [n.name for n in rc.get_primaries()])
-        port = lambda tag: rc.get_node_from_key(sp.tag_key(tag)).port
+
+        def port(tag):
+            return rc.get_node_from_key(sp.tag_key(tag)).port
         victim = cl.by_port(port(pool_tag))
         j = next(i for i, t in enumerate(part_tags) if port(t) == victim.port)
         replica = cl.add_replica(victim)

@@ -47,7 +47,9 @@ def test_placement_distinct_masters():
 @pytest.mark.parametrize('nparts,nmasters', [(2, 3), (3, 3), (5, 3), (8, 4), (16, 5)])
 def test_placement_spreads_evenly(nparts, nmasters):
     names = ['m%d' % i for i in range(nmasters)]
-    owner = lambda slot: names[slot * nmasters // sp.SLOTS]
+
+    def owner(slot):
+        return names[slot * nmasters // sp.SLOTS]
     pool, parts = sp.place('sku-9', nparts, owner, names)
     load = collections.Counter(owner(sp.key_slot(sp.tag_key(t))) for t in parts)
     assert max(load.values()) - min(load.get(n, 0) for n in names) <= 1

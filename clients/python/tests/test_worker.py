@@ -32,7 +32,7 @@ def drained(r):
 
 
 def last_json(text):
-    lines = [l for l in text.splitlines() if l.startswith('{')]
+    lines = [line for line in text.splitlines() if line.startswith('{')]
     return json.loads(lines[-1]) if lines else None
 
 

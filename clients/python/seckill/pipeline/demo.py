@@ -370,7 +370,7 @@ def run_demo(cfg: DemoConfig) -> int:
         buyers_pool.stop()
         pay_pool.stop()
         errors = buyers_pool.errors + pay_pool.errors
-        for name, p in workers.items():
+        for p in workers.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for p in workers.values():

@@ -201,4 +201,4 @@ def write_report(path: str, cfg: DemoConfig, lines: List[str], chart: Optional[s
                    cfg.seed))
         if chart:
             f.write('![the sale over time](%s)\n\n' % os.path.basename(chart))
-        f.write('```text\n%s\n```\n' % '\n'.join(l for l in lines if l.strip()))
+        f.write('```text\n%s\n```\n' % '\n'.join(line for line in lines if line.strip()))
