@@ -19,7 +19,10 @@ once, and the sync and async clients only send commands.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any, Generator, Hashable, Sequence
+
+from .errors import is_tryagain, redirects_exhausted
 
 Steps = Generator[Any, Any, Any]
 """An operation: a generator of steps returning its result."""
@@ -89,8 +92,33 @@ class Locked:
     body: Steps
 
 
+TRYAGAIN_DELAYS = (0.05, 0.1, 0.15, 0.25, 0.45)
+"""The waits between the tries of a command answered TRYAGAIN: six tries
+over one second, then the TRYAGAIN error goes to the caller."""
+
+TRYAGAIN_BUDGET = 1.5
+"""No wait that would end past this many seconds from the first try: a
+cluster client's tries each take its own ~0.4 s of retries."""
+
+
 def call(args: Sequence[Any]) -> Steps:
-    """One command: its reply."""
+    """One command: its reply. The one place the client retries TRYAGAIN
+    (a key of the command is mid-migration: the module answers it when a
+    sale's stream moved before the sale): the server did nothing, so the
+    command is sent again after each of TRYAGAIN_DELAYS, within
+    TRYAGAIN_BUDGET. A cluster client's ClusterError('TTL exhausted.') is
+    the same answer after its own retries. Every other error goes to the
+    caller at once (a RESERVE whose reply was lost must not be sent twice)."""
+    t0 = monotonic()
+    for delay in TRYAGAIN_DELAYS:
+        try:
+            return (yield Call(args))
+        except Exception as exc:
+            if not (is_tryagain(exc) or redirects_exhausted(exc)):
+                raise
+            if monotonic() - t0 + delay > TRYAGAIN_BUDGET:
+                raise
+        yield Sleep(delay)
     return (yield Call(args))
 
 
@@ -106,5 +134,5 @@ def pairs_dict(reply: Any) -> dict:
     return dict(reply or {})
 
 
-__all__ = ['Steps', 'Call', 'Round', 'OnNode', 'Sleep', 'Refresh', 'Replicas', 'Masters',
-           'NodeName', 'Locked', 'call', 'one', 'pairs_dict']
+__all__ = ['TRYAGAIN_DELAYS', 'TRYAGAIN_BUDGET', 'Steps', 'Call', 'Round', 'OnNode', 'Sleep',
+           'Refresh', 'Replicas', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict']

@@ -28,8 +28,8 @@ also checked, for a client or parser that keeps it (a plain ResponseError).
 
 from __future__ import annotations
 
-from redis.exceptions import (AskError, ClusterDownError, ReadOnlyError, ResponseError,
-                              TryAgainError)
+from redis.exceptions import (AskError, ClusterDownError, ClusterError, ReadOnlyError,
+                              ResponseError, TryAgainError)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -54,4 +54,19 @@ def transient(exc: BaseException) -> bool:
     if isinstance(exc, TRANSIENT_CLASSES):
         return True
     return isinstance(exc, ResponseError) and first_word(exc) in TRANSIENT_WORDS
+
+
+def is_tryagain(exc: BaseException) -> bool:
+    """TRYAGAIN: the server refused the command before doing anything (the
+    module, when a sale's stream key is mid-migration; Redis, for keys split
+    by a migration), so any command, idempotent or not, may be sent again."""
+    return isinstance(exc, TryAgainError) or (
+        isinstance(exc, ResponseError) and first_word(exc) == 'TRYAGAIN')
+
+
+def redirects_exhausted(exc: BaseException) -> bool:
+    """A redis-py cluster client gave up on its own: it retries MOVED, ASK
+    and TRYAGAIN itself (16 tries, about 0.4 s for TRYAGAIN) and then raises
+    ClusterError('TTL exhausted.'). None of those tries ran the command."""
+    return isinstance(exc, ClusterError) and str(exc).startswith('TTL exhausted')
 

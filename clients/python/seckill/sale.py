@@ -16,7 +16,9 @@ class Sale:
     """One sale on one key: `Sale(redis.Redis(...), 'sale:{1001}')`.
 
     Every method is one command (reconcile: one per chunk) and returns a
-    typed result; nothing here hides a status.
+    typed result; nothing here hides a status. A command answered TRYAGAIN
+    (a key mid-migration) is sent again for up to about a second
+    (seckill._io.call); no other error is retried.
     """
 
     def __init__(self, client: Any, key: str):

@@ -49,6 +49,23 @@ def r(redis_server):
     c.close()
 
 
+@pytest.fixture(scope='module')
+def cluster(module):
+    """Three masters (tests/clusters.py), one cluster per test module."""
+    from clusters import Cluster
+    c = Cluster(3, module=module)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def rc(cluster):
+    """A redis-py RedisCluster client of `cluster`."""
+    c = cluster.client()
+    yield c
+    c.close()
+
+
 @pytest.fixture(scope='session')
 def pg_server():
     srv = PostgresServer()

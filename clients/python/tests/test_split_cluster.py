@@ -40,20 +40,6 @@ needs_send = pytest.mark.skipif(not send_supported(), reason='the built module h
                                 '(COMMAND INFO SECKILL.SEND is empty): rebuild target/release')
 
 
-@pytest.fixture(scope='module')
-def cluster():
-    c = Cluster(3)
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def rc(cluster):
-    c = cluster.client()
-    yield c
-    c.close()
-
-
 _names = iter(range(10 ** 6))
 
 
