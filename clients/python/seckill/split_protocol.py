@@ -6,7 +6,8 @@ reconcile fan-out.
 Nothing here talks to Redis: tests/test_split_protocol.py checks all of it
 without a server. The audit, repair and recovery plans (what a round of
 reports says and what to do about it) are in seckill.split_audit. The
-split sale's driver (seckill.split) executes these plans.
+split sale's client (seckill.split, and seckill.aio for redis.asyncio)
+executes these plans.
 
 A split sale named N is a pool key plus P part keys on distinct cluster
 masters, and a layout hash that any process reads to open the sale:

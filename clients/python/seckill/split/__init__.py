@@ -28,8 +28,7 @@ under way, or was interrupted: finish it with create(..., replace=True)).
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from .. import protocol as p
 from .. import split_protocol as sp
@@ -37,12 +36,12 @@ from .._driver import Driver
 from .._io import NodeName, one
 from ..split_audit import RecoverError
 from ..split_protocol import StaleRound
-from .core import SplitCore
+from .core import SplitCore, SplitSaleBase
 from .reserve import MAX_ATTEMPTS
 from .topology import OrphanKeys
 
 
-class SplitSale:
+class SplitSale(SplitSaleBase):
     """A split sale by name. `client` is a redis.cluster.RedisCluster or a
     plain redis.Redis (every key on one node). `wait_ms`: the WAIT timeout
     between SEND and RECV when the source has replicas.
@@ -51,39 +50,7 @@ class SplitSale:
     `faults` takes crash points (seckill.faults) for the tests.
     """
 
-    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000):
-        self.r = client
-        self.core = SplitCore(name, wait_ms=wait_ms)
-        self._driver = Driver(client)
-        self._run = self._driver.run
-
-    def __repr__(self) -> str:
-        return 'SplitSale(%r)' % (self.name,)
-
-    @property
-    def name(self) -> str:
-        return self.core.state.name
-
-    @property
-    def stats(self) -> Counter:
-        return self.core.state.stats
-
-    @property
-    def first_empty(self) -> Optional[float]:
-        """When a home part first answered SOLD_OUT (time.time())."""
-        return self.core.state.first_empty
-
-    @property
-    def cluster(self) -> bool:
-        return self._driver.cluster
-
-    @property
-    def faults(self) -> Callable[[str], None]:
-        return self.core.state.faults
-
-    @faults.setter
-    def faults(self, faults: Callable[[str], None]) -> None:
-        self.core.state.faults = faults
+    _driver_class = Driver
 
     def layout(self) -> sp.Layout:
         """The layout, read once from the cluster (`sale:{name}:split`).

@@ -13,7 +13,8 @@ only execute its steps, so the decisions exist once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections import Counter
+from typing import Any, Callable, Iterable, Optional
 
 from .. import _ops
 from .. import protocol as p
@@ -79,4 +80,47 @@ class SplitCore:
         return self.reconciler.reconcile(list(orders), apply, chunk_size)
 
 
-__all__ = ['SplitCore']
+class SplitSaleBase:
+    """What the sync and async SplitSale share: the core, the driver that
+    runs its steps (`_driver_class`), and the object's figures."""
+
+    _driver_class: Any = None
+
+    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000):
+        self.r = client
+        self.core = SplitCore(name, wait_ms=wait_ms)
+        self._driver = self._driver_class(client)
+        self._run = self._driver.run
+
+    def __repr__(self) -> str:
+        return '%s(%r)' % (type(self).__name__, self.name)
+
+    @property
+    def name(self) -> str:
+        return self.core.state.name
+
+    @property
+    def stats(self) -> Counter:
+        """Round trips and outcomes (seckill.split.state.SplitState)."""
+        return self.core.state.stats
+
+    @property
+    def first_empty(self) -> Optional[float]:
+        """When a home part first answered SOLD_OUT (time.time())."""
+        return self.core.state.first_empty
+
+    @property
+    def cluster(self) -> bool:
+        return self._driver.cluster
+
+    @property
+    def faults(self) -> Callable[[str], None]:
+        """Crash points (seckill.faults), for the tests."""
+        return self.core.state.faults
+
+    @faults.setter
+    def faults(self, faults: Callable[[str], None]) -> None:
+        self.core.state.faults = faults
+
+
+__all__ = ['SplitCore', 'SplitSaleBase']
