@@ -2,6 +2,9 @@
 
 - `Sale`: one sale key with typed results (seckill.sale, over the plain
   protocol functions in seckill.protocol).
+- `SplitSale`: one sale over the masters of a Redis Cluster (seckill.split,
+  docs/cluster.md).
+- `seckill.aio`: Sale and SplitSale for redis.asyncio.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or
   PostgreSQL), stream worker, payment, reconciler, rebuild.
 - `python -m seckill worker|reconcile|rebuild|init|demo`: the CLI.
