@@ -2,17 +2,21 @@
 
 - `Sale`: one sale key with typed results (seckill.sale, over the plain
   protocol functions in seckill.protocol).
+- `SplitSale`: one sale over the masters of a Redis Cluster (seckill.split,
+  docs/cluster.md).
+- `seckill.aio`: Sale and SplitSale for redis.asyncio.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or
   PostgreSQL), stream worker, payment, reconciler, rebuild.
 - `python -m seckill worker|reconcile|rebuild|init|demo`: the CLI.
 """
 
-from .protocol import (ReconcileResult, Reserved, Settled, ProtocolError, Event,
-                       RESERVED, DUPLICATE, NO_SALE, NOT_STARTED, ENDED, LIMIT, SOLD_OUT,
-                       RELEASED, ALREADY_RELEASED, CONFIRMED, ALREADY_CONFIRMED, NOT_FOUND)
-from .sale import Sale, SaleMissing
-from .split import OrphanKeys, SplitSale  # noqa: F401  (split sales over a cluster: seckill.split)
-from .split_protocol import RecoverError, StaleRound  # noqa: F401
+from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DUPLICATE, ENDED, LIMIT,
+                       NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
+                       ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
+from .sale import Sale
+from .split import OrphanKeys, SplitSale
+from .split_audit import RecoverError
+from .split_protocol import StaleRound
 
 __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'ProtocolError',
            'Event', 'RESERVED', 'DUPLICATE', 'NO_SALE', 'NOT_STARTED', 'ENDED', 'LIMIT',

@@ -53,7 +53,7 @@ def cmd_init(a: argparse.Namespace) -> int:
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
-    from .pipeline.faults import Faults
+    from .faults import Faults
     from .pipeline.worker import Worker, default_consumer
     from .pipeline.retry import Backoff
     from .pipeline.store import StoreUnavailable, open_store

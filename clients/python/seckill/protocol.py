@@ -55,6 +55,10 @@ class ProtocolError(ValueError):
     """A reply that does not have the shape the SPEC gives it."""
 
 
+class SaleMissing(RuntimeError):
+    """The sale key does not exist (never created, expired, or lost)."""
+
+
 def text(value: Any) -> Any:
     """bytes -> str (UTF-8); anything else unchanged."""
     if isinstance(value, (bytes, bytearray)):
@@ -241,8 +245,8 @@ def order_row(order: Any) -> Tuple[str, str, int]:
     if isinstance(order, (tuple, list)):
         rid, user, qty = order
     else:
-        rid = getattr(order, 'rid', None) or getattr(order, 'reservation_id')
-        user = getattr(order, 'user', None) or getattr(order, 'user_id')
+        rid = getattr(order, 'rid', None) or order.reservation_id
+        user = getattr(order, 'user', None) or order.user_id
         qty = order.qty
     qty = int(qty)
     if qty < 1:

@@ -20,7 +20,7 @@ import pytest
 
 from seckill.pipeline.reconciler import create_sale
 from seckill.pipeline.store import SaleConfig, open_store
-from seckill.servers import PostgresServer, RedisServer, module_path
+from seckill._servers import PostgresServer, RedisServer, module_path
 
 KEY = 'sale:{t}'
 STREAM = 'sale:{t}:events'
@@ -45,6 +45,23 @@ def redis_server(module):
 @pytest.fixture
 def r(redis_server):
     c = redis_server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope='module')
+def cluster(module):
+    """Three masters (tests/clusters.py), one cluster per test module."""
+    from clusters import Cluster
+    c = Cluster(3, module=module)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def rc(cluster):
+    """A redis-py RedisCluster client of `cluster`."""
+    c = cluster.client()
     yield c
     c.close()
 

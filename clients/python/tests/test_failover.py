@@ -11,7 +11,7 @@ from seckill import Sale
 from seckill.pipeline.payment import cancel_order, pay
 from seckill.pipeline.reconciler import RELEASE, RESTORE, reconcile
 from seckill.pipeline.worker import Worker, backlog
-from seckill.servers import RedisServer
+from seckill._servers import RedisServer
 
 
 @pytest.fixture

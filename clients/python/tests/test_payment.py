@@ -12,7 +12,7 @@ import redis.retry
 
 from conftest import KEY, WorkerThread, make_sale, orders_for, wait_for
 from seckill import Sale
-from seckill.pipeline.faults import Crash, Faults
+from seckill.faults import Crash, Faults
 from seckill.pipeline.payment import cancel_order, pay
 from seckill.pipeline.reconciler import MARK_PAID, reconcile
 from seckill.pipeline.worker import Worker

@@ -3,9 +3,12 @@
 import itertools
 
 import pytest
+import redis.exceptions as rexc
 
+from seckill import errors
 from seckill import protocol as p
-from seckill.pipeline import faults, retry
+from seckill import faults
+from seckill.pipeline import retry
 from seckill.pipeline.payment import final
 from seckill.pipeline.reconciler import (CANCEL, CANCEL_LOST, FLAG_CONFIRMED_CANCELLED,
                                          FLAG_CONFIRMED_UNPAID, MARK_PAID, RELEASE, RESTORE, plan)
@@ -246,6 +249,34 @@ def test_faults_parse_and_fire_on_nth():
     with pytest.raises(faults.Crash):
         f('x')
     f('x')  # only the nth
+
+
+# ------------------------------------------------------------------ transient errors
+
+@pytest.mark.parametrize('exc', [
+    rexc.ConnectionError('refused'), rexc.TimeoutError('timed out'),
+    rexc.BusyLoadingError('Redis is loading the dataset in memory'),
+    rexc.TryAgainError("the sale's STREAM key is not on this node"),
+    rexc.MovedError('3999 127.0.0.1:7001'), rexc.AskError('3999 127.0.0.1:7001'),
+    rexc.ClusterDownError('The cluster is down'), rexc.MasterDownError('Link with MASTER is down'),
+    rexc.ReadOnlyError("You can't write against a read only replica."),
+    rexc.ResponseError('BUSY Redis is busy running a script.'),
+    rexc.ResponseError('TRYAGAIN Multiple keys request during rehashing of slot'),
+    rexc.ResponseError('LOADING Redis is loading'), rexc.ResponseError('READONLY replica'),
+    rexc.ResponseError('MASTERDOWN Link with MASTER is down')])
+def test_transient_errors(exc):
+    assert errors.transient(exc) is True
+
+
+@pytest.mark.parametrize('exc', [
+    rexc.ResponseError('STALEROUND the key is in round 1'), rexc.ResponseError('wrong number'),
+    rexc.ResponseError('BUSYGROUP Consumer Group name already exists'),
+    rexc.ResponseError('BUSYKEY Target key name already exists.'),
+    rexc.ResponseError('NOGROUP No such key'), rexc.ResponseError(''),
+    rexc.ResponseError('WRONGTYPE Operation against a key'), ValueError('TRYAGAIN'),
+    RuntimeError('MOVED')])
+def test_not_transient_errors(exc):
+    assert errors.transient(exc) is False
 
 
 # ------------------------------------------------------------------ decisions

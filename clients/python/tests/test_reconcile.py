@@ -10,7 +10,7 @@ import pytest
 
 from conftest import KEY, STREAM, WorkerThread, make_sale, orders_for, wait_for
 from seckill import Sale
-from seckill.pipeline.faults import Crash, Faults
+from seckill.faults import Crash, Faults
 from seckill.pipeline.payment import pay
 from seckill.pipeline.reconciler import (CANCEL, CANCEL_LOST, FLAG_CONFIRMED_UNPAID, MARK_PAID,
                                          RELEASE, RESTORE, rebuild, reconcile)
@@ -38,11 +38,14 @@ def test_report_then_apply_repairs_every_class(db, r):
     cfg = store.load_sale(KEY)
     now = sale.server_ms()
     assert pay(store, sale, 'o0', 'p0').outcome == 'PAID'            # ok
-    store.start_payment('o1', 'p1'); store.mark_paid('o1')           # PAID, CONFIRM lost
-    store.start_payment('o2', 'p2'); store.mark_paid('o2')           # PAID, released in Redis
+    store.start_payment('o1', 'p1')                                  # PAID, CONFIRM lost
+    store.mark_paid('o1')
+    store.start_payment('o2', 'p2')                                  # PAID, released in Redis
+    store.mark_paid('o2')
     sale.release('o2')
     ghost(store, cfg, 'o3x', 'u3x', now + 60_000)                     # PAID, unknown in Redis
-    store.start_payment('o3x', 'p3'); store.mark_paid('o3x')
+    store.start_payment('o3x', 'p3')
+    store.mark_paid('o3x')
     with pytest.raises(Crash):                                        # UNPAID, confirmed, paying
         pay(store, sale, 'o4', 'p4', faults=Faults({'pay_after_confirm': 1}))
     sale.release('o5')                                                # UNPAID, released

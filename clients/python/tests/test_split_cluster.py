@@ -13,138 +13,19 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-import socket
 import threading
 import time
 
 import pytest
 import redis
-from redis.cluster import RedisCluster
 
 from seckill import SplitSale
 from seckill import split_protocol as sp
-from seckill.servers import RedisServer, module_path
-from seckill.split import DriverStopped, OrphanKeys
+from seckill._servers import RedisServer, module_path
+from seckill.faults import Crash, Faults
+from seckill.split import OrphanKeys, RecoverError
 
-
-def cluster_port() -> int:
-    """A free port below 55535: a cluster node also listens on port + 10000."""
-    rng = random.Random()
-    while True:
-        port = rng.randrange(20000, 55000)
-        try:
-            for q in (port, port + 10000):
-                with socket.socket() as s:
-                    s.bind(('127.0.0.1', q))
-            return port
-        except OSError:
-            continue
-
-
-def _wait(pred, timeout=20.0, what='condition'):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            v = pred()
-            if v:
-                return v
-        except redis.RedisError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError('timed out waiting for ' + what)
-        time.sleep(0.05)
-
-
-class Cluster:
-    """N masters (slots split evenly), replicas on demand. Nodes are
-    seckill.servers.RedisServer (own folder, stopped by pid)."""
-
-    def __init__(self, masters: int = 3, module: str = None, node_timeout_ms: int = 2000):
-        self.module = module or module_path()
-        self.node_timeout_ms = node_timeout_ms
-        self.nodes = []
-        self.masters = []
-        try:
-            for i in range(masters):
-                self.masters.append(self._node())
-            per = 16384 // masters
-            self.ranges = {}
-            for i, n in enumerate(self.masters):
-                hi = 16383 if i == masters - 1 else (i + 1) * per - 1
-                n.client().execute_command('CLUSTER', 'ADDSLOTSRANGE', i * per, hi)
-                self.ranges[n.port] = (i * per, hi)
-            first = self.masters[0].client()
-            for n in self.masters[1:]:
-                first.execute_command('CLUSTER', 'MEET', '127.0.0.1', n.port)
-            self.wait_ok()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _node(self) -> RedisServer:
-        srv = RedisServer(module=self.module, port=cluster_port(), args=[
-            '--cluster-enabled', 'yes', '--cluster-node-timeout', str(self.node_timeout_ms),
-            '--cluster-replica-validity-factor', '0', '--cluster-require-full-coverage', 'no'])
-        self.nodes.append(srv)
-        return srv.start()
-
-    def node_id(self, srv: RedisServer) -> str:
-        return srv.client().execute_command('CLUSTER', 'MYID')
-
-    def wait_ok(self, nodes=None) -> None:
-        nodes = [n for n in (nodes or self.nodes) if n.alive()]
-        for n in nodes:
-            c = n.client()
-            _wait(lambda: 'cluster_state:ok' in c.execute_command('CLUSTER', 'INFO')
-                  and len([l for l in c.execute_command('CLUSTER', 'NODES').splitlines()
-                           if 'fail' not in l.split()[2]]) >= len(nodes),
-                  what='cluster_state:ok on %d' % n.port)
-
-    def add_replica(self, master: RedisServer) -> RedisServer:
-        srv = self._node()
-        c = srv.client()
-        c.execute_command('CLUSTER', 'MEET', '127.0.0.1', master.port)
-        mid = self.node_id(master)
-        _wait(lambda: mid in c.execute_command('CLUSTER', 'NODES'), what='replica meets master')
-        _wait(lambda: c.execute_command('CLUSTER', 'REPLICATE', mid), what='CLUSTER REPLICATE')
-        srv.wait_synced(20)
-        self.wait_ok()
-        # CLUSTER SLOTS (what clients see) lists a replica once its offset is
-        # not 0: one write on the master, then every master lists it.
-        lo, hi = self.ranges[master.port]
-        bump = next(k for k in ('bump%d' % i for i in range(100000)) if lo <= sp.key_slot(k) <= hi)
-        master.client().set(bump, 1)
-        me = self.node_id(srv)
-        for m in self.masters:
-            mc = m.client()
-            _wait(lambda: any(me in str(r) for r in mc.execute_command('CLUSTER', 'SLOTS')),
-                  what='replica in CLUSTER SLOTS of %d' % m.port)
-        return srv
-
-    def client(self, **kw) -> RedisCluster:
-        kw.setdefault('decode_responses', True)
-        kw.setdefault('socket_timeout', 10)
-        return RedisCluster(host='127.0.0.1', port=self.masters[0].port, **kw)
-
-    def by_port(self, port: int) -> RedisServer:
-        return next(n for n in self.nodes if n.port == int(port))
-
-    def reserve_calls(self) -> dict:
-        """cmdstat seckill.reserve calls per live master port."""
-        out = {}
-        for n in self.nodes:
-            if not n.alive():
-                continue
-            c = n.client()
-            if c.info('replication')['role'] != 'master':
-                continue
-            st = c.info('commandstats').get('cmdstat_seckill.reserve', {})
-            out[n.port] = int(st.get('calls', 0))
-        return out
-
-    def stop(self) -> None:
-        for n in self.nodes:
-            n.stop()
+from clusters import Cluster, wait_until
 
 
 def send_supported() -> bool:
@@ -157,20 +38,6 @@ def send_supported() -> bool:
 
 needs_send = pytest.mark.skipif(not send_supported(), reason='the built module has no SECKILL.SEND '
                                 '(COMMAND INFO SECKILL.SEND is empty): rebuild target/release')
-
-
-@pytest.fixture(scope='module')
-def cluster():
-    c = Cluster(3)
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def rc(cluster):
-    c = cluster.client()
-    yield c
-    c.close()
 
 
 _names = iter(range(10 ** 6))
@@ -341,12 +208,9 @@ def test_driver_stops_mid_transfer(cluster, rc, point):
     sale.create(30)                         # pool 12, parts 6 each, low water 1
     lay = sale.layout()
 
-    def stop(at):
-        if at == point:
-            raise DriverStopped(at)
-    sale.fault = stop
+    sale.faults = Faults({point: 1})        # the driver stops there (raises Crash)
     buyers = users_homed(0, n=40, prefix='x' + point)
-    with pytest.raises(DriverStopped):
+    with pytest.raises(Crash):
         for i, u in enumerate(buyers):
             sale.reserve(u, reqid='r%d' % i)
     other = SplitSale(cluster.client(), name)
@@ -422,7 +286,8 @@ def test_lost_debit_is_reported_and_repaired(cluster, rc):
     sale.create(30)
     lay = sale.layout()
     dump = raw.execute_command('DUMP', lay.pool)
-    assert sale._transfer(lay, lay.pool, lay.parts[0], 4, 'refill', collections.Counter()) == 4
+    assert sale._run(sale.core.transfers.transfer(lay, lay.pool, lay.parts[0], 4, 'refill',
+                                                  collections.Counter())) == 4
     raw.execute_command('RESTORE', lay.pool, 0, dump, 'REPLACE')
     info = SplitSale(cluster.client(), sale.name).info()
     assert info['invariant'] == 'broken' and info['lost_debit'] == 4
@@ -456,13 +321,13 @@ def test_releases_after_sell_out_go_to_other_parts(cluster, rc):
 def test_expired_holds_after_sell_out_go_to_other_parts(cluster, rc):
     sale = SplitSale(rc, new_name('e'))
     sale.create(30, hold_ms=800)
-    for i, u in enumerate(users_homed(0, n=30, prefix='e')):
+    for u in users_homed(0, n=30, prefix='e'):
         assert sale.reserve(u)[0] == 'RESERVED'
     late = users_homed(1, n=15, prefix='g') + users_homed(2, n=15, prefix='g')
     assert sale.reserve(late[0])[0] == 'SOLD_OUT'
     # The holds run out; the masters release them (in the background, or
     # lazily under the SEND that borrows them).
-    _wait(lambda: sale.info()['pending'] == 0, timeout=10, what='holds expire')
+    wait_until(lambda: sale.info()['pending'] == 0, timeout=10, what='holds expire')
     assert [sale.reserve(u)[0] for u in late] == ['RESERVED'] * 30
     info = sale.info()
     assert info['pending'] == 30 and info['remaining'] == 0 and info['invariant'] == 'ok'
@@ -481,7 +346,9 @@ def test_failover_mid_sale_and_reconcile(module):
         # replica makes every refill WAIT, and it loses reservations too.
         pool_tag, part_tags = sp.place(name, 3, lambda s: rc.nodes_manager.slots_cache[s][0].name,
                                        [n.name for n in rc.get_primaries()])
-        port = lambda tag: rc.get_node_from_key(sp.tag_key(tag)).port
+
+        def port(tag):
+            return rc.get_node_from_key(sp.tag_key(tag)).port
         victim = cl.by_port(port(pool_tag))
         j = next(i for i, t in enumerate(part_tags) if port(t) == victim.port)
         replica = cl.add_replica(victim)
@@ -510,7 +377,7 @@ def test_failover_mid_sale_and_reconcile(module):
         victim.kill()
         rr.execute_command('CLIENT', 'UNPAUSE')
         rr.execute_command('CLUSTER', 'FAILOVER', 'TAKEOVER')
-        _wait(lambda: rr.info('replication')['role'] == 'master', what='replica promoted')
+        wait_until(lambda: rr.info('replication')['role'] == 'master', what='replica promoted')
         cl.wait_ok([n for n in cl.nodes if n.alive()])
         sale.refresh()
         # The sale goes on against the promoted replica.
@@ -661,7 +528,7 @@ def test_recover_refuses_keys_of_different_rounds(r):
     other = dataclasses.replace(lay, round='0123456789abcdef')
     p1 = lay.parts[1]
     assert r.execute_command('SECKILL.INIT', p1, 6, *other.split_args(p1), 'REPLACE') in ('OK', b'OK')
-    with pytest.raises(sp.RecoverError, match='different rounds'):
+    with pytest.raises(RecoverError, match='different rounds'):
         SplitSale(r, 'mixed').recover()
     assert r.exists(sp.layout_key('mixed')) == 0
     with pytest.raises(LookupError):
@@ -688,11 +555,9 @@ def test_concurrent_creates_agree_on_one_round(r):
     outer = SplitSale(r, 'twice')
     inner = SplitSale(r, 'twice')
 
-    def hook(point):
-        if point == 'create_checked' and outer.fault is not None:
-            outer.fault = None
-            assert inner.create(30, parts=3) is True
-    outer.fault = hook
+    def create_inner(point):
+        assert inner.create(30, parts=3) is True
+    outer.faults = Faults({'create_checked': 1}, action=create_inner)
     assert outer.create(30, parts=3) is False
     assert outer.layout().round == inner.layout().round == SplitSale(r, 'twice').layout().round
     assert sell_out(SplitSale(r, 'twice'), 'w') == 30 and outer.info()['invariant'] == 'ok'

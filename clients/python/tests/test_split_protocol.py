@@ -1,6 +1,6 @@
 """The split-sale protocol (seckill.split_protocol) without a server: slots,
 placement, routing (the test vectors of docs/cluster.md), stock planning,
-the audit, repair planning, the reconcile fan-out."""
+rounds and transfer arguments, the layout, the reconcile fan-out."""
 
 import collections
 import random
@@ -47,7 +47,9 @@ def test_placement_distinct_masters():
 @pytest.mark.parametrize('nparts,nmasters', [(2, 3), (3, 3), (5, 3), (8, 4), (16, 5)])
 def test_placement_spreads_evenly(nparts, nmasters):
     names = ['m%d' % i for i in range(nmasters)]
-    owner = lambda slot: names[slot * nmasters // sp.SLOTS]
+
+    def owner(slot):
+        return names[slot * nmasters // sp.SLOTS]
     pool, parts = sp.place('sku-9', nparts, owner, names)
     load = collections.Counter(owner(sp.key_slot(sp.tag_key(t))) for t in parts)
     assert max(load.values()) - min(load.get(n, 0) for n in names) <= 1
@@ -137,101 +139,6 @@ LAY = sp.Layout(name='s', total=100, pool='P', parts=('A', 'B', 'C'), initial=(4
                 round='r1')
 
 
-def st(key, total, remaining, pending=0, confirmed=0, sent=None, received=None, invariant='ok',
-       round_='r1', peers=None):
-    """A key's report as INFO gives it: every declared peer listed (by
-    default the peers LAY gives the key), with its totals."""
-    sent, received = sent or {}, received or {}
-    if peers is None:
-        peers = LAY.peers(key) if key in LAY.keys else []
-    rows = [(peer, sent.get(peer, 0), received.get(peer, 0))
-            for peer in sorted(set(peers) | set(sent) | set(received))]
-    report = {'total': total, 'remaining': remaining, 'pending': pending, 'confirmed': confirmed,
-              'released': 0, 'invariant': invariant, 'peers': rows}
-    if round_ is not None:
-        report['round'] = round_
-    return sp.key_state(key, report)
-
-
-def healthy():
-    # P sent 10 to A (received), 5 to B (in flight); A sold 25.
-    return {'P': st('P', 40, 25, sent={'A': 10, 'B': 5}),
-            'A': st('A', 20, 5, pending=20, confirmed=5, received={'P': 10}),
-            'B': st('B', 20, 20), 'C': st('C', 20, 20)}
-
-
-def test_audit_ok_with_flight():
-    a = sp.audit(LAY, healthy())
-    assert a.invariant == 'ok', a.problems
-    assert a.in_flight == 5 and a.flights == {('P', 'B'): (5, 0)}
-    assert (a.remaining, a.pending, a.confirmed) == (70, 20, 5)
-    assert a.remaining + a.pending + a.confirmed + a.in_flight == 100
-    assert a.available == 75 and not sp.sold_out(a, 1)
-    # Never SOLD_OUT while something is in flight, even past what it brings.
-    assert not sp.sold_out(a, 76)
-    steps = sp.repair_plan(a)
-    assert steps == [sp.RepairStep(sp.RECV, 'P', 'B', 5)]
-
-
-def test_audit_lost_debit():
-    s = healthy()
-    s['P'] = st('P', 40, 35, sent={'B': 5})          # P restored from before its SEND to A
-    a = sp.audit(LAY, s)
-    assert a.invariant == 'broken' and a.lost_debit == 10
-    assert a.negative == {('P', 'A'): 10}
-    assert any('lost debit' in x for x in a.problems)
-    # Each key's own invariant holds: only the pair shows the loss, and
-    # the units exist twice (remaining + ... + in_flight passes the total).
-    assert any('remaining + pending + confirmed + in_flight = 110' in x for x in a.problems)
-    steps = sp.repair_plan(a, {('P', 'A'): (0, 10)})
-    assert steps[-1] == sp.RepairStep(sp.DEBIT, 'P', 'A', 10, sp.debit_id('A', 10))
-
-
-def test_audit_missing_and_broken_keys():
-    s = healthy()
-    s['C'] = None
-    a = sp.audit(LAY, s)
-    assert a.invariant == 'broken' and a.missing == ['C']
-    s = healthy()
-    s['B'] = st('B', 20, 20, invariant='broken')
-    assert sp.audit(LAY, s).invariant == 'broken'
-    s = healthy()
-    s['C'] = st('C', 25, 25)                         # INIT totals no longer sum to 100
-    assert any('INIT totals' in x for x in sp.audit(LAY, s).problems)
-    s = healthy()
-    s['C'] = st('C', 20, 20, received={'X': 0})
-    assert any('not a key of this sale' in x for x in sp.audit(LAY, s).problems)
-
-
-def test_audit_refuses_keys_of_another_round():
-    """Issue 14 finding 2: a cached pool report of round r1 beside parts
-    replaced into round r2. The old audit saw 5 units in flight to B (r1's
-    sent counter against r2's reset received counter) and a repair would
-    have RECV'd them into the new round; now the keys in another round
-    make the audit `stale` and broken, whatever the counters say."""
-    s = healthy()
-    s['B'] = st('B', 20, 20, round_='r2')
-    s['C'] = st('C', 20, 20, round_=None)            # a plain sale under a part's name
-    a = sp.audit(LAY, s)
-    assert a.stale == {'B': 'r2', 'C': None} and a.invariant == 'broken'
-    assert any('B: round r2, the layout says round r1' in x for x in a.problems)
-    assert any('C: not a part of a split sale' in x for x in a.problems)
-    assert sp.audit(LAY, healthy()).stale == {}
-
-
-def test_sold_out_needs_nothing_in_flight():
-    s = {'P': st('P', 40, 0, sent={'A': 40}), 'A': st('A', 20, 0, confirmed=20, received={'P': 0}),
-         'B': st('B', 20, 0, confirmed=20), 'C': st('C', 20, 0, confirmed=20)}
-    a = sp.audit(LAY, s)
-    assert a.in_flight == 40 and not sp.sold_out(a, 1)
-    s['A'] = st('A', 20, 40, confirmed=20, received={'P': 40})
-    a = sp.audit(LAY, s)
-    assert not sp.sold_out(a, 1) and a.invariant == 'ok'
-    s['A'] = st('A', 20, 0, confirmed=60, received={'P': 40})
-    a = sp.audit(LAY, s)
-    assert sp.sold_out(a, 1) and a.invariant == 'ok'
-
-
 def test_layout_hash_roundtrip():
     lay = sp.make_layout('1001', 10000, '1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'],
                          limit=2, stream=True, round_='00ff00ff00ff00ff')
@@ -286,55 +193,6 @@ def test_tags_and_probe_keys():
     # Placement's tags on three masters are among the default probes.
     pool, parts = sp.place('1001', 3, _three_masters, ['a', 'b', 'c'])
     assert sp.tag_key(pool) in sp.probe_keys('1001') and sp.tag_key(parts[0]) in sp.probe_keys('1001')
-
-
-def _found(lay, round_=None, drop=(), **override):
-    """INFO states of lay's keys as recover() reads them."""
-    out = {}
-    for i, k in enumerate(lay.keys):
-        if k in drop:
-            out[k] = None
-            continue
-        out[k] = override.get(k) or st(k, lay.initial[i], lay.initial[i], peers=lay.peers(k),
-                                       round_=round_ or lay.round)
-    return out
-
-
-def test_recover_layout():
-    lay = sp.make_layout('1001', 10000, '1001.pool', ['1001.p0', '1001.p1.1', '1001.p2.1'],
-                         stream=True, round_='abcd')
-    found = _found(lay)
-    assert sp.unread_peers({lay.pool: found[lay.pool]}) == sorted(lay.parts)
-    assert sp.unread_peers(found) == []
-    back = sp.recover_layout('1001', found, streams=True)
-    assert back == lay
-    assert sp.recover_layout('1001', found).streams == ()
-    # The totals are the INIT totals, whatever has been sold or moved since.
-    sold = dict(found)
-    sold[lay.parts[0]] = st(lay.parts[0], 2000, 3, pending=2500, peers=lay.peers(lay.parts[0]),
-                            received={lay.pool: 503}, round_='abcd')
-    assert sp.recover_layout('1001', sold, streams=True) == lay
-
-
-def test_recover_layout_refusals():
-    lay = sp.make_layout('n', 100, 'n.pool', ['n.p0', 'n.p1', 'n.p2'], round_='r1')
-    cases = {
-        'do not exist': _found(lay, drop=(lay.parts[1],)),
-        'different rounds': _found(lay, **{lay.parts[2]: st(lay.parts[2], 20, 20, round_='r2',
-                                                            peers=lay.peers(lay.parts[2]))}),
-        'plain': _found(lay, **{lay.parts[2]: st(lay.parts[2], 20, 20, round_=None, peers=[])}),
-        'declares peers': _found(lay, **{lay.pool: st(lay.pool, 40, 40, round_='r1',
-                                                      peers=['sale:{n.p0}', 'sale:{n.p1}'])}),
-        'not a key of its placement': dict(_found(lay), **{'sale:{m.p3}': st('sale:{m.p3}', 1, 1)}),
-        'not 0 .. P-1': {k: v for k, v in _found(lay).items() if k != lay.parts[1]},
-        'no pool': {k: v for k, v in _found(lay).items() if k != lay.pool},
-        'two pools': dict(_found(lay), **{'sale:{n.pool.1}': st('sale:{n.pool.1}', 1, 1)}),
-        'two keys for part 1': dict(_found(lay), **{'sale:{n.p1.4}': st('sale:{n.p1.4}', 1, 1)}),
-        'no key found': {},
-    }
-    for what, states in cases.items():
-        with pytest.raises(sp.RecoverError, match=what):
-            sp.recover_layout('n', states)
 
 
 def test_group_orders_and_shortfall():

@@ -10,7 +10,7 @@ import time
 
 from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
 from seckill import Sale
-from seckill.pipeline.faults import EXIT_CODE
+from seckill.faults import EXIT_CODE
 from seckill.pipeline.payment import pay
 from seckill.pipeline.retry import Backoff
 from seckill.pipeline.worker import Worker, backlog
@@ -32,7 +32,7 @@ def drained(r):
 
 
 def last_json(text):
-    lines = [l for l in text.splitlines() if l.startswith('{')]
+    lines = [line for line in text.splitlines() if line.startswith('{')]
     return json.loads(lines[-1]) if lines else None
 
 

@@ -47,9 +47,10 @@ import logging
 from dataclasses import dataclass
 from typing import Optional
 
+from ..errors import transient
+from ..faults import NONE, Faults
 from ..protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
 from ..sale import Sale, SaleMissing
-from .faults import NONE, Faults
 from .store import CANCELLED, PAID, UNPAID, Order, Store, StoreUnavailable
 
 log = logging.getLogger('seckill.payment')
@@ -99,7 +100,7 @@ def pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults = NONE) -> 
     except SaleMissing:
         return PayResult(OUT_RETRY, rid, ref, 'sale_missing')
     except Exception as exc:
-        if _redis_down(exc):
+        if transient(exc):
             log.warning('pay %s: redis unavailable: %s', rid, exc)
             return PayResult(OUT_RETRY, rid, ref, 'redis_unavailable')
         raise
@@ -161,12 +162,3 @@ def cancel_order(store: Store, sale: Sale, rid: str, reason: str = 'cancelled') 
         return True
     return False
 
-
-def _redis_down(exc: BaseException) -> bool:
-    try:
-        import redis
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError)) or (
-        isinstance(exc, redis.ResponseError)
-        and str(exc).startswith(('LOADING', 'MASTERDOWN', 'READONLY', 'TRYAGAIN')))

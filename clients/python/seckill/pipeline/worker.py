@@ -26,8 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from redis.exceptions import ResponseError
+
+from ..errors import transient
+from ..faults import NONE, Faults
 from ..protocol import Event, parse_entry, text
-from .faults import NONE, Faults
 from .retry import Backoff
 from .store import ApplyStats, SaleConfig, Store, StoreUnavailable
 
@@ -144,11 +147,12 @@ class Worker:
             except Stopping:
                 break  # stop() while the database was down: the entries stay pending
             except Exception as exc:
-                if not _redis_transient(exc):
+                gone = _group_gone(exc)
+                if not (gone or transient(exc)):
                     raise
                 self.stats.redis_retries += 1
                 self._own_pending = True  # what was delivered but not acknowledged first
-                if str(exc).startswith(('NOGROUP', 'UNBLOCKED')):
+                if gone:
                     log.warning('consumer group gone (sale lost or flushed?): recreating')
                     self._groups_ready = False
                 else:
@@ -287,15 +291,9 @@ def _pairs_entries(entries: Any) -> List[Tuple[str, Any]]:
     return out
 
 
-def _redis_transient(exc: BaseException) -> bool:
-    try:
-        import redis
-    except ImportError:  # pragma: no cover
-        return False
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-        return True
-    if isinstance(exc, redis.ResponseError):
-        msg = str(exc)
-        return msg.startswith(('NOGROUP', 'UNBLOCKED', 'LOADING', 'MASTERDOWN', 'READONLY',
-                               'TRYAGAIN', 'BUSY'))
-    return False
+
+def _group_gone(exc: BaseException) -> bool:
+    """The consumer group (or the stream under a blocked read) is gone: the
+    sale was lost or flushed. Not a Redis outage: the worker recreates the
+    group and reads on."""
+    return isinstance(exc, ResponseError) and str(exc).startswith(('NOGROUP', 'UNBLOCKED'))

@@ -1,15 +1,25 @@
-"""Crash injection for the crash tests and the demo.
+"""Crash points: the one fault-injection mechanism of the package.
 
-`SECKILL_FAULT=after_commit:2` makes the process die (os._exit, no cleanup:
-what SIGKILL or a power cut leaves) the 2nd time it reaches the point
-`after_commit`. Several points: `after_read:1,after_commit:3`. Points:
+Code that can be interrupted calls `faults(point)` at each crash point; a
+`Faults` object counts the calls per point and fires its action on the nth
+(by default it raises Crash, a BaseException nothing on the way catches,
+like the process dying). The worker, pay() and SplitSale take one
+(`faults=`; SplitSale also as the attribute `faults`); NONE fires nothing.
+
+`SECKILL_FAULT=after_commit:2` makes a CLI process die (os._exit, no
+cleanup: what SIGKILL or a power cut leaves) the 2nd time it reaches the
+point `after_commit`. Several points: `after_read:1,after_commit:3`. Points:
 
 - worker: `after_read` (entries delivered, nothing written),
   `after_commit` (orders committed, entries not yet acknowledged)
 - pay: `pay_after_start` (payment recorded, CONFIRM not sent),
   `pay_after_confirm` (CONFIRM answered, order not yet marked PAID)
+- SplitSale: `create_checked` (create() found no orphan keys, nothing INITed
+  yet), `after_send` and `after_wait` (a transfer's SEND, and its WAIT,
+  answered; RECV not sent), `after_recv` (the transfer complete)
 
-In-process tests pass a Faults object whose action raises Crash instead.
+An action may do more than crash: a test that races two creates passes one
+that runs the other create at `create_checked`.
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ def _raise(point: str) -> None:
 
 
 class Faults:
+    """Fires `action(point)` the nth time `point` is reached, n from
+    `points` ({point: n}); every other call does nothing."""
+
     def __init__(self, points: Optional[Dict[str, int]] = None,
                  action: Optional[Callable[[str], None]] = None):
         self.points = dict(points or {})

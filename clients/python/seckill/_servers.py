@@ -1,6 +1,8 @@
-"""Throwaway local servers for the tests and the demo: redis-server with the
-module, and a PostgreSQL cluster in a temporary folder. Both listen on
-127.0.0.1 on a free port (never 6379) and are stopped by `stop()`.
+"""Throwaway local servers for `python -m seckill demo`, the tests and the
+benches: redis-server with the module, and a PostgreSQL cluster in a
+temporary folder. Both listen on 127.0.0.1 on a free port (never 6379) and
+are stopped by `stop()`. Private (not part of the client's API): nothing a
+shop's application needs.
 
 PostgreSQL refuses to run as root: when we are root, initdb and pg_ctl run
 as the `postgres` user that Debian's package creates (runuser), in a folder
@@ -24,13 +26,26 @@ from typing import Any, List, Optional, Sequence
 _REPO_MODULE = os.path.join('target', 'release', 'libredis_seckill.so')
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on now (the kernel's pick; never 6379)."""
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(('127.0.0.1', port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(cluster_bus: bool = False) -> int:
+    """A TCP port on 127.0.0.1 nobody listens on now (the kernel's pick;
+    never 6379 or 5432). `cluster_bus`: port + 10000 is free too (a cluster
+    node listens there), so the port is below 55536."""
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(('127.0.0.1', 0))
             port = s.getsockname()[1]
-        if port not in (6379, 5432):
+        if port in (6379, 5432):
+            continue
+        if not cluster_bus or (port + 10000 <= 65535 and _bindable(port + 10000)):
             return port
 
 
@@ -182,7 +197,8 @@ class PostgresServer:
             try:
                 pw = pwd.getpwnam('postgres')
             except KeyError:
-                raise RuntimeError('running as root needs the postgres user (apt-get install postgresql)')
+                raise RuntimeError('running as root needs the postgres user '
+                                   '(apt-get install postgresql)') from None
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
             self._as = ['runuser', '-u', 'postgres', '--']
         self._initialised = False

@@ -1,0 +1,143 @@
+"""`seckill.aio`: Sale and SplitSale for redis.asyncio (FastAPI, aiohttp).
+
+The same operations as seckill.Sale and seckill.SplitSale, awaited: both
+run the one set of operations (seckill._ops for a sale key, seckill.split.
+core for a split sale, over the plain protocol functions); this package
+only adds a driver that awaits their steps (seckill.aio._driver).
+
+    import redis.asyncio as redis
+    from seckill.aio import Sale, SplitSale
+
+    r = redis.Redis(port=7379, decode_responses=True)
+    sale = Sale(r, 'sale:{1001}')
+    res = await sale.reserve('user:42', reqid='order-7f3a')
+
+    from redis.asyncio.cluster import RedisCluster
+    split = SplitSale(RedisCluster(host='127.0.0.1', port=7000, decode_responses=True), '1001')
+    status, rid = await split.reserve('user:42', reqid='order-7f3a')
+
+One object may serve many tasks of one event loop. TRYAGAIN is retried as
+in the sync client (about a second); STALEROUND reloads the layout once,
+then raises StaleRound.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .. import _ops
+from .. import protocol as p
+from .. import split_protocol as sp
+from .._io import NodeName, one
+from ..protocol import ReconcileResult, Reserved, SaleMissing, Settled
+from ..split import OrphanKeys, RecoverError, StaleRound
+from ..split.core import SplitSaleBase
+from ._driver import AsyncDriver
+
+
+class Sale:
+    """One sale on one key over redis.asyncio: `Sale(redis.asyncio.Redis(...),
+    'sale:{1001}')`. Every method is seckill.Sale's, awaited."""
+
+    def __init__(self, client: Any, key: str):
+        self.r = client
+        self.key = key
+        self._run = AsyncDriver(client).run
+
+    def __repr__(self) -> str:
+        return 'aio.Sale(%r)' % (self.key,)
+
+    async def init(self, total: int, *, shards: Optional[int] = None, limit: Optional[int] = None,
+                   hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
+                   end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
+                   stream: Optional[str] = None, maxlen: Optional[int] = None,
+                   replace: bool = False, split: Optional[Sequence[Any]] = None) -> bool:
+        return await self._run(_ops.init(
+            self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
+            end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
+            split=split))
+
+    async def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
+        return await self._run(_ops.reserve(self.key, user, qty, reqid))
+
+    async def release(self, rid: str) -> Settled:
+        return await self._run(_ops.release(self.key, rid))
+
+    async def confirm(self, rid: str) -> Settled:
+        return await self._run(_ops.confirm(self.key, rid))
+
+    async def info(self) -> Optional[Dict[str, Any]]:
+        return await self._run(_ops.info(self.key))
+
+    async def get(self, rid: str) -> Optional[Dict[str, Any]]:
+        return await self._run(_ops.get(self.key, rid))
+
+    async def reconcile(self, orders: Iterable[Any] = (), apply: bool = False,
+                        expire: bool = False, chunk_size: int = p.DEFAULT_CHUNK) -> ReconcileResult:
+        return await self._run(_ops.reconcile(self.key, orders, apply=apply, expire=expire,
+                                              chunk_size=chunk_size))
+
+    async def server_ms(self) -> int:
+        return await self._run(_ops.server_ms())
+
+
+class SplitSale(SplitSaleBase):
+    """A split sale over redis.asyncio: `client` is a redis.asyncio.cluster.
+    RedisCluster or a redis.asyncio.Redis (every key on one node). Every
+    method is seckill.SplitSale's, awaited (docstrings there)."""
+
+    _driver_class = AsyncDriver
+
+    async def layout(self) -> sp.Layout:
+        return await self._run(self.core.layout())
+
+    async def refresh(self) -> None:
+        await self._run(self.core.refresh())
+
+    async def node_name(self, key: str) -> str:
+        return await self._run(one(NodeName(key)))
+
+    async def create(self, total: int, parts: Optional[int] = None, limit: int = 1,
+                     hold_ms: int = 0, start_ms: Optional[int] = None,
+                     end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
+                     stream: bool = False, replace: bool = False,
+                     bmax: int = sp.DEFAULT_BMAX) -> bool:
+        return await self._run(self.core.create(
+            total, parts=parts, limit=limit, hold_ms=hold_ms, start_ms=start_ms, end_ms=end_ms,
+            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax))
+
+    async def recover(self, stream: Optional[bool] = None, limit: int = 1,
+                      bmax: int = sp.DEFAULT_BMAX, hint: Iterable[str] = (),
+                      salts: int = 64) -> sp.Layout:
+        return await self._run(self.core.recover(stream=stream, limit=limit, bmax=bmax,
+                                                 hint=hint, salts=salts))
+
+    async def streams(self) -> List[str]:
+        return await self._run(self.core.streams())
+
+    async def reserve(self, user: str, qty: int = 1,
+                      reqid: Optional[str] = None) -> Tuple[str, Optional[str]]:
+        return await self._run(self.core.reserve(user, qty, reqid))
+
+    async def release(self, user: str, rid: str) -> str:
+        return await self._run(self.core.release(user, rid))
+
+    async def confirm(self, user: str, rid: str) -> str:
+        return await self._run(self.core.confirm(user, rid))
+
+    async def get(self, user: str, rid: str) -> Optional[Dict[str, Any]]:
+        return await self._run(self.core.get(user, rid))
+
+    async def info(self) -> Dict[str, Any]:
+        return await self._run(self.core.info())
+
+    async def repair(self) -> int:
+        return await self._run(self.core.repair())
+
+    async def reconcile(self, orders: Iterable[Any], apply: bool = False,
+                        chunk_size: int = p.DEFAULT_CHUNK) -> Dict[str, Any]:
+        return await self._run(self.core.reconcile(orders, apply, chunk_size))
+
+
+__all__ = ['Sale', 'SplitSale', 'AsyncDriver', 'SaleMissing', 'StaleRound', 'OrphanKeys',
+           'RecoverError']

@@ -1,0 +1,123 @@
+"""The async driver: executes the steps of seckill._io with a redis.asyncio
+client (redis.asyncio.Redis, or redis.asyncio.cluster.RedisCluster). The
+same steps the sync driver runs, awaited; Locked steps take asyncio locks."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Dict, Hashable, List
+
+from .. import _io
+from ..split_protocol import key_slot
+
+try:  # redis-py >= 4.3
+    from redis.asyncio.cluster import PipelineCommand
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+except ImportError:  # pragma: no cover
+    AsyncRedisCluster = ()  # type: ignore
+    PipelineCommand = None  # type: ignore
+
+
+class AsyncDriver:
+    """Runs operations (generators of seckill._io steps) on `client`; many
+    tasks may run operations on one driver at once."""
+
+    def __init__(self, client: Any):
+        self.r = client
+        self.cluster = bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster)
+        self._plain_replicas = None
+        self._locks: Dict[Hashable, asyncio.Lock] = {}
+        self._ready = not self.cluster
+
+    async def run(self, op: _io.Steps) -> Any:
+        """Executes `op` step by step; returns its result or raises its error.
+        A step's error (a cancellation included) is thrown into the
+        operation where it yielded."""
+        if not self._ready:
+            # redis.asyncio's RedisCluster reads its slot map lazily, and
+            # commands sent concurrently before it has are misrouted (seen
+            # with redis-py 8.1: AttributeError on a half-made connection).
+            # Every task waits for the one initialization first.
+            await self.r.initialize()
+            self._ready = True
+        value: Any = None
+        error: Any = None
+        while True:
+            try:
+                step = op.send(value) if error is None else op.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            value = error = None
+            try:
+                value = await _DO[type(step)](self, step)
+            except BaseException as exc:   # thrown into the operation, which may handle it
+                error = exc
+
+    async def _call(self, step: _io.Call) -> Any:
+        return await self.r.execute_command(*step.args)
+
+    async def _round(self, step: _io.Round) -> List[Any]:
+        if not step.commands:
+            return []
+        pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
+        for c in step.commands:
+            pipe.execute_command(*c)
+        return await pipe.execute()
+
+    async def _on_node(self, step: _io.OnNode) -> List[Any]:
+        if not self.cluster:
+            pipe = self.r.pipeline(transaction=False)
+            for c in step.commands:
+                pipe.execute_command(*c)
+            return await pipe.execute(raise_on_error=False)
+        # One connection to the key's master for all the commands (SEND and
+        # its WAIT), as redis.asyncio's cluster pipeline does per node.
+        commands = [PipelineCommand(i, *c) for i, c in enumerate(step.commands)]
+        await self.r.get_node_from_key(step.key).execute_pipeline(commands)
+        return [c.result for c in commands]
+
+    async def _sleep(self, step: _io.Sleep) -> None:
+        await asyncio.sleep(step.seconds)
+
+    async def _refresh(self, step: _io.Refresh) -> None:
+        if self.cluster:
+            await self.r.nodes_manager.initialize()
+        if step.replicas:
+            self._plain_replicas = None
+
+    async def _replicas(self, step: _io.Replicas) -> int:
+        if self.cluster:
+            nodes = self.r.nodes_manager.slots_cache.get(key_slot(step.key), [])
+            return max(0, len(nodes) - 1)
+        if self._plain_replicas is None:
+            info = await self.r.info('replication')
+            self._plain_replicas = int(info.get('connected_slaves', 0))
+        return self._plain_replicas
+
+    async def _masters(self, step: _io.Masters) -> Any:
+        if not self.cluster:
+            return None, []
+        await self.r.nodes_manager.initialize()
+        cache = self.r.nodes_manager.slots_cache
+        return (lambda slot: cache[slot][0].name), [n.name for n in self.r.get_primaries()]
+
+    async def _node_name(self, step: _io.NodeName) -> str:
+        if self.cluster:
+            return self.r.get_node_from_key(step.key).name
+        kw = self.r.connection_pool.connection_kwargs
+        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
+
+    async def _locked(self, step: _io.Locked) -> Any:
+        lock = self._locks.get(step.name)
+        if lock is None:
+            lock = self._locks[step.name] = asyncio.Lock()
+        async with lock:
+            return await self.run(step.body)
+
+
+_DO: Dict[type, Callable[[AsyncDriver, Any], Awaitable[Any]]] = {
+    _io.Call: AsyncDriver._call, _io.Round: AsyncDriver._round,
+    _io.OnNode: AsyncDriver._on_node, _io.Sleep: AsyncDriver._sleep,
+    _io.Refresh: AsyncDriver._refresh, _io.Replicas: AsyncDriver._replicas,
+    _io.Masters: AsyncDriver._masters, _io.NodeName: AsyncDriver._node_name,
+    _io.Locked: AsyncDriver._locked}

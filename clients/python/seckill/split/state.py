@@ -1,0 +1,80 @@
+"""What one split-sale client object keeps between calls, shared by the
+concerns that make it up (seckill.split.core), and the parallel read of
+the keys' reports they all use."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Callable, Dict, Iterable, Optional, Set, Tuple
+
+from .. import protocol as p
+from .. import split_audit as sa
+from .. import split_protocol as sp
+from .._io import Round, Steps
+from ..faults import NONE
+
+
+class SplitState:
+    """The layout as read, the pool's last figures, the SOLD_OUT verdict
+    and the counters of one client object. `lock` guards short updates
+    only and is never held across a step, so it serves threads and asyncio
+    tasks alike.
+
+    `stats` counts, per path, the round trips beyond the one RESERVE of a
+    call (`rt_refill`, `rt_borrow`, `rt_state`, `rt_repair`; with the
+    suffix `_sold_out` for calls that ended SOLD_OUT), and `reserve_calls`,
+    `reserved`, `sold_out`, `pool_calls`, `refills`, `borrows`, `waits`,
+    `wait_short` (WAIT saw no replica ack in time), `gave_up` (a SOLD_OUT
+    after MAX_ATTEMPTS rounds while stock was seen: should stay 0),
+    `stale_round` (layout reloads after STALEROUND or a key in another round).
+    """
+
+    def __init__(self, name: str, wait_ms: int = 1000):
+        self.name = sp.check_name(name)
+        self.wait_ms = int(wait_ms)
+        self.stats: Counter = Counter()
+        self.faults: Callable[[str], None] = NONE     # crash points (seckill.faults)
+        self.lock = threading.Lock()
+        self.layout: Optional[sp.Layout] = None
+        self.pool_est: Optional[int] = None           # the pool's remaining, last seen
+        self.pool_drained: Optional[sa.KeyState] = None   # the pool's final report
+        self.refilling: Set[str] = set()              # parts a low-water refill is under way for
+        self.first_empty: Optional[float] = None      # when a home part first answered SOLD_OUT
+        self.gen: Dict[str, int] = {}                 # stock brought to a part, per part
+        self.verdict: Optional[Tuple[float, int]] = None   # (snapshot start, units seen)
+
+    def count(self, **kw: int) -> None:
+        with self.lock:
+            self.stats.update(kw)
+
+    def fault(self, point: str) -> None:
+        self.faults(point)
+
+    def forget_pool(self) -> None:
+        """The pool's figures are no longer trusted (a failover, a refresh)."""
+        self.pool_est = None
+        self.pool_drained = None
+
+    def forget_round(self) -> None:
+        """Drops the layout and everything cached from its round."""
+        with self.lock:
+            self.layout = None
+            self.forget_pool()
+            self.verdict = None
+
+    def adopt(self, lay: sp.Layout, pool_est: Optional[int]) -> None:
+        """A layout this object created or recovered, its caches new."""
+        with self.lock:
+            self.layout = lay
+            self.pool_est = pool_est
+            self.pool_drained = None
+            self.verdict = None
+
+
+def read_states(keys: Iterable[str]) -> Steps:
+    """SECKILL.INFO of every key in one parallel round: {key: KeyState or
+    None when the key does not exist}."""
+    keys = list(keys)
+    replies = yield Round([['SECKILL.INFO', k] for k in keys])
+    return {k: sa.key_state(k, p.parse_report(v)) for k, v in zip(keys, replies)}
