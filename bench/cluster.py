@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python', 'tests'))
 
 from seckill import SplitSale  # noqa: E402
-from seckill.servers import RedisServer  # noqa: E402
+from seckill._servers import RedisServer  # noqa: E402
 from test_split_cluster import Cluster  # noqa: E402  (the test suite's cluster fixture)
 
 PATHS = ('refill', 'borrow', 'state', 'repair')
