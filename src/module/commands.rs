@@ -13,7 +13,8 @@ use crate::wire::args::{self, ArgError};
 use crate::module::commit::{Committer, Origin};
 use crate::module::datatype::SALE_TYPE;
 use crate::rules::effect::Effect;
-use crate::module::expiry::{expire_due, now_ms, LAZY_CHUNK};
+use crate::module::commit::LAZY_CHUNK;
+use crate::module::node::now_ms;
 use crate::rules::reconcile::reconcile_orders;
 use crate::module::reply::Reply;
 use crate::rules::report::Report;
@@ -199,7 +200,7 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
     let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
+    c.expire_due(sale, now, LAZY_CHUNK);
     let (status, id) = match sale.accept_reserve(a.user, a.qty, a.reqid, now) {
         Ok(accepted) => {
             // The user is the call's third argument: replicated by reference.
@@ -247,7 +248,7 @@ fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> 
     let stream = if appends { sale_stream(ctx, name, sale)? } else { None };
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
+    c.expire_due(sale, now, LAZY_CHUNK);
     let state = sale.get(rid).map(|r| r.state());
     let status = finish(&c, sale, rid, state)?;
     c.notify_stock_edge(before, sale.remaining());
@@ -310,7 +311,7 @@ fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
     // writes release due holds), so the orders are classified, and retaken,
     // against the state that stays.
     if a.expire || a.apply {
-        expire_due(&c, sale, now, LAZY_CHUNK);
+        c.expire_due(sale, now, LAZY_CHUNK);
     }
     // Each fix is applied as its row is classified (later rows see the stock
     // earlier fixes took), and the call's fixes go out as one effect.
@@ -484,7 +485,7 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out are stock again: a SEND may take it.
-    expire_due(&c, sale, now, LAZY_CHUNK);
+    c.expire_due(sale, now, LAZY_CHUNK);
     // A refused SEND does not record its tid: nothing was taken, so a retry
     // with the same tid once stock is back (or with a lower MIN) may still
     // take it; only a SEND that took units makes its tid final.
@@ -531,7 +532,7 @@ fn recv(ctx: &Context, call: &Call) -> RedisResult {
     let stream = due_stream(ctx, name, sale, now)?;
     let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
+    c.expire_due(sale, now, LAZY_CHUNK);
     let credited = match sale.plan_recv(peer, sent_total).map_err(internal)? {
         None => {
             stats::RECV_NOTHING.add(1);

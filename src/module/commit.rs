@@ -15,6 +15,9 @@ use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
 use crate::module::stats;
 use crate::module::stream::StreamKey;
 
+/// Holds a command releases lazily before its own work; the timer does the
+/// rest.
+pub const LAZY_CHUNK: usize = 128;
 
 /// A stream key the command opened, or one opened for this commit.
 enum Opened<'a> {
@@ -131,7 +134,7 @@ impl Committer<'_> {
         // had holds is already scheduled early enough. (Loads, renames and
         // SWAPDB schedule it elsewhere.)
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
-            crate::module::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
+            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {
@@ -280,6 +283,18 @@ impl Committer<'_> {
         if let Err(e) = crate::module::stream::append(self.ctx, opened.key(), stream.maxlen, &entry) {
             // The key's type and the caller's ACL were checked before the change.
             crate::module::warn::limited(self.ctx, &format!("seckill: {e}"));
+        }
+    }
+
+    /// Releases at most `max` holds of `sale` that ran out at `now_ms`, as
+    /// one effect, oldest first.
+    pub fn expire_due(&self, sale: &mut Sale, now_ms: u64, max: usize) {
+        if sale.next_deadline().is_none_or(|d| d > now_ms) {
+            return;
+        }
+        let due = sale.due_holds(now_ms, max);
+        if let Err(e) = self.commit(sale, &Effect::Expire(due)) {
+            crate::module::warn::limited(self.ctx, &format!("seckill: hold expiry refused: {}", e.0));
         }
     }
 
