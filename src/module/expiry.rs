@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use redis_module::key::KeyFlags;
 use redis_module::Context;
 
-use crate::module::commit::{Committer, Origin};
+use crate::module::commit::{Committer, DueHolds, Origin};
 use crate::module::datatype::SALE_TYPE;
 use crate::module::node::{decides, now_ms};
 use crate::module::rawapi;
@@ -94,10 +94,8 @@ fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
             return;
         }
     };
-    let before = sale.remaining();
     let c = Committer { ctx, key: &name, origin: Origin::Master, stream: stream.as_ref() };
-    c.expire_due(sale, now, TIMER_CHUNK);
-    c.notify_stock_edge(before, sale.remaining());
+    c.expire(sale, DueHolds { now, max: TIMER_CHUNK });
     if let Some(deadline) = sale.next_deadline() {
         schedule(db, key, deadline);
     }
