@@ -18,7 +18,7 @@ use crate::rules::reconcile::reconcile_orders;
 use crate::module::reply::Reply;
 use crate::rules::report::Report;
 use crate::rules::reservation::State;
-use crate::rules::sale::{Refusal, Sale, SaleConfig, StreamConfig};
+use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
 use crate::module::rawapi;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
@@ -227,12 +227,14 @@ fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
     status
 }
 
-/// RELEASE and CONFIRM: opens the sale, releases holds that ran out, then
-/// lets `finish` act on the reservation's state and name the outcome.
-/// Makes RELEASE's or CONFIRM's change, given the reservation's state.
-type Finish = fn(Writer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>;
+/// RELEASE's or CONFIRM's change to the reservation `rid`, made through
+/// the write's `Writer`; returns the status word of its outcome.
+type Settle = fn(Writer, &mut Sale, &[u8]) -> &'static CStr;
 
-fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> RedisResult {
+/// RELEASE and CONFIRM: opens the sale, releases holds that ran out, then
+/// lets `finish` settle the reservation.
+fn settle(ctx: &Context, call: &Call, finish: Settle) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -249,42 +251,39 @@ fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> 
         || sale.next_deadline().is_some_and(|d| d <= now);
     let stream = if appends { sale_stream(ctx, name, sale)? } else { None };
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    let status = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| {
-        let state = sale.get(rid).map(|r| r.state());
-        finish(w, sale, rid, state)
-    })?;
+    let status = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| Ok::<_, RedisError>(finish(w, sale, rid)))?;
     Reply::status_count(ctx, status, sale.remaining())
 }
 
 /// SECKILL.RELEASE key reservation-id
 fn release(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    settle(ctx, name, argv, |w, sale, rid, state| {
-        Ok(match state {
-            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
-            Some(State::Confirmed) => stats_of(&stats::LATE, c"CONFIRMED"),
-            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"ALREADY_RELEASED"),
-            Some(State::Pending) => {
-                w.commit(sale, &Effect::Release(rid.into())).map_err(internal)?;
+    settle(ctx, call, |w, sale, rid| {
+        let had_holds = sale.next_deadline().is_some();
+        match sale.release(rid, State::Released) {
+            ReleaseOutcome::Released => {
+                w.publish(sale, &Effect::Release(rid.into()), had_holds);
                 stats_of(&stats::RELEASED, c"RELEASED")
             }
-        })
+            ReleaseOutcome::AlreadyReleased => stats_of(&stats::LATE, c"ALREADY_RELEASED"),
+            ReleaseOutcome::Confirmed => stats_of(&stats::LATE, c"CONFIRMED"),
+            ReleaseOutcome::NotFound => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+        }
     })
 }
 
 /// SECKILL.CONFIRM key reservation-id
 fn confirm(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    settle(ctx, name, argv, |w, sale, rid, state| {
-        Ok(match state {
-            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
-            Some(State::Confirmed) => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
-            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"RELEASED"),
-            Some(State::Pending) => {
-                w.commit(sale, &Effect::Confirm(rid.into())).map_err(internal)?;
+    settle(ctx, call, |w, sale, rid| {
+        let had_holds = sale.next_deadline().is_some();
+        match sale.confirm(rid) {
+            ConfirmOutcome::Confirmed => {
+                w.publish(sale, &Effect::Confirm(rid.into()), had_holds);
                 stats_of(&stats::CONFIRMED, c"CONFIRMED")
             }
-        })
+            ConfirmOutcome::AlreadyConfirmed => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
+            ConfirmOutcome::Released => stats_of(&stats::LATE, c"RELEASED"),
+            ConfirmOutcome::NotFound => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+        }
     })
 }
 

@@ -136,9 +136,10 @@ impl Writer<'_, '_> {
     }
 
     /// Propagates an effect already applied to `sale` (`had_holds`: whether
-    /// the sale had holds before). RECONCILE applies its fixes row by row,
-    /// since each row must see the stock the previous ones took, then
-    /// publishes them as one effect.
+    /// the sale had holds before). RELEASE and CONFIRM apply theirs with
+    /// `Sale::release`/`confirm`, whose outcome names the reply; RECONCILE
+    /// applies its fixes row by row, since each row must see the stock the
+    /// previous ones took, then publishes them as one effect.
     pub fn publish(self, sale: &Sale, effect: &Effect, had_holds: bool) {
         self.0.publish_change(sale, Change::Effect(effect), had_holds);
     }
