@@ -34,6 +34,18 @@ struct Call<'a> {
     strings: &'a [*mut raw::RedisModuleString],
 }
 
+impl<'a> Call<'a> {
+    /// An argument as the call passed it, found by the bytes parsed from it:
+    /// Redis's own string (replicated by reference), or, for bytes that are
+    /// no whole argument, the bytes.
+    fn arg(&self, bytes: &'a [u8]) -> rawapi::Arg<'a> {
+        match self.argv.iter().position(|&a| std::ptr::eq(a, bytes)) {
+            Some(i) => rawapi::Arg::Str(self.strings[i]),
+            None => rawapi::Arg::Bytes(bytes),
+        }
+    }
+}
+
 type Handler = fn(&Context, &Call) -> RedisResult;
 
 /// Runs a handler on the arguments as Redis passed them, read in place (no
@@ -205,8 +217,7 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
     c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
         let outcome = decided.insert(sale.accept_reserve(a.user, a.qty, a.reqid, now));
         if let Ok(accepted) = outcome {
-            // The user is the call's third argument: replicated by reference.
-            w.commit_reserve(sale, accepted, rawapi::Arg::Str(call.strings[2])).map_err(internal)?;
+            w.commit_reserve(sale, accepted, call.arg(a.user)).map_err(internal)?;
         }
         Ok(())
     })?;
