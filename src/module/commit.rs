@@ -90,6 +90,8 @@ pub enum Origin {
     Replayed,
 }
 
+/// A command's (or the timer's, or a replayed effect's) access to one sale
+/// key: everything a change needs to be replicated, announced and streamed.
 pub struct Committer<'a> {
     pub ctx: &'a Context,
     pub key: &'a RedisString,
@@ -114,9 +116,10 @@ impl DueHolds {
     }
 }
 
-/// The handle a write's change commits through (`Committer::write`): the
-/// only way to change a sale that exists, so no change can miss the lazy
-/// expiry before it or the stock-edge event after it.
+/// The handle a write's change commits through (`Committer::write`): its
+/// methods are the only way to replicate and announce a change to a sale
+/// that exists, so none can miss the lazy expiry before it or the
+/// stock-edge event after it.
 #[derive(Clone, Copy)]
 pub struct Writer<'c, 'a>(&'c Committer<'a>);
 
