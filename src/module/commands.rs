@@ -10,15 +10,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
 use crate::wire::args::{self, ArgError};
-use crate::module::commit::{Committer, Origin};
+use crate::module::commit::{Committer, DueHolds, Origin, Writer};
 use crate::module::datatype::SALE_TYPE;
 use crate::rules::effect::Effect;
-use crate::module::expiry::{expire_due, now_ms, LAZY_CHUNK};
+use crate::module::node::now_ms;
 use crate::rules::reconcile::reconcile_orders;
 use crate::module::reply::Reply;
 use crate::rules::report::Report;
 use crate::rules::reservation::State;
-use crate::rules::sale::{Refusal, Sale, SaleConfig, StreamConfig};
+use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
 use crate::module::rawapi;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
@@ -33,6 +33,18 @@ struct Call<'a> {
     key: &'a RedisString,
     argv: &'a [&'a [u8]],
     strings: &'a [*mut raw::RedisModuleString],
+}
+
+impl<'a> Call<'a> {
+    /// An argument as the call passed it, found by the bytes parsed from it:
+    /// Redis's own string (replicated by reference), or, for bytes that are
+    /// no whole argument, the bytes.
+    fn arg(&self, bytes: &'a [u8]) -> rawapi::Arg<'a> {
+        match self.argv.iter().position(|&a| std::ptr::eq(a, bytes)) {
+            Some(i) => rawapi::Arg::Str(self.strings[i]),
+            None => rawapi::Arg::Bytes(bytes),
+        }
+    }
 }
 
 type Handler = fn(&Context, &Call) -> RedisResult;
@@ -198,26 +210,28 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
     let stream = sale_stream(ctx, name, sale)?;
     // A sold-out sale without window or holds answers without the clock.
     let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
-    let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
-    let (status, id) = match sale.accept_reserve(a.user, a.qty, a.reqid, now) {
-        Ok(accepted) => {
-            // The user is the call's third argument: replicated by reference.
-            c.commit_reserve(sale, &accepted, rawapi::Arg::Str(call.strings[2])).map_err(internal)?;
-            stats::RESERVED.add(1);
-            c.notify_stock_edge(before, sale.remaining());
-            return Reply::status_id_count(ctx, c"RESERVED", Some(accepted.id()), sale.remaining());
+    // Holds that ran out may come back as stock first (`seckill.restock`).
+    // The decision lives here, not in the write's result: moving it out
+    // would copy the accepted id's inline buffer on the hot path.
+    let mut decided = None;
+    c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
+        let outcome = decided.insert(sale.accept_reserve(a.user, a.qty, a.reqid, now));
+        if let Ok(accepted) = outcome {
+            w.commit_reserve(sale, accepted, call.arg(a.user)).map_err(internal)?;
         }
-        Err(Refusal::Duplicate(id)) => (stats_of(&stats::DUPLICATE, c"DUPLICATE"), Some(id)),
+        Ok(())
+    })?;
+    let Some(outcome) = &decided else { unreachable!("a write makes its change") };
+    let (status, id) = match outcome {
+        Ok(accepted) => (stats_of(&stats::RESERVED, c"RESERVED"), Some(accepted.id())),
+        Err(Refusal::Duplicate(id)) => (stats_of(&stats::DUPLICATE, c"DUPLICATE"), Some(&id[..])),
         Err(Refusal::NotStarted) => (stats_of(&stats::NOT_STARTED, c"NOT_STARTED"), None),
         Err(Refusal::Ended) => (stats_of(&stats::ENDED, c"ENDED"), None),
-        Err(Refusal::Limit(latest)) => (stats_of(&stats::LIMIT, c"LIMIT"), latest),
+        Err(Refusal::Limit(latest)) => (stats_of(&stats::LIMIT, c"LIMIT"), latest.as_deref()),
         Err(Refusal::SoldOut) => (stats_of(&stats::SOLD_OUT, c"SOLD_OUT"), None),
     };
-    // Holds that ran out may have come back as stock (`seckill.restock`).
-    c.notify_stock_edge(before, sale.remaining());
-    Reply::status_id_count(ctx, status, id.as_deref(), sale.remaining())
+    Reply::status_id_count(ctx, status, id, sale.remaining())
 }
 
 fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
@@ -225,12 +239,14 @@ fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
     status
 }
 
-/// RELEASE and CONFIRM: opens the sale, releases holds that ran out, then
-/// lets `finish` act on the reservation's state and name the outcome.
-/// Makes RELEASE's or CONFIRM's change, given the reservation's state.
-type Finish = fn(&Committer, &mut Sale, &[u8], Option<State>) -> Result<&'static CStr, RedisError>;
+/// RELEASE's or CONFIRM's change to the reservation `rid`, made through
+/// the write's `Writer`; returns the status word of its outcome.
+type Settle = fn(Writer, &mut Sale, &[u8]) -> &'static CStr;
 
-fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> RedisResult {
+/// RELEASE and CONFIRM: opens the sale, releases holds that ran out, then
+/// lets `finish` settle the reservation.
+fn settle(ctx: &Context, call: &Call, finish: Settle) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
     if argv.len() != 3 {
         return Err(RedisError::WrongArity);
     }
@@ -246,44 +262,40 @@ fn settle(ctx: &Context, name: &RedisString, argv: &[&[u8]], finish: Finish) -> 
     let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending)
         || sale.next_deadline().is_some_and(|d| d <= now);
     let stream = if appends { sale_stream(ctx, name, sale)? } else { None };
-    let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
-    let state = sale.get(rid).map(|r| r.state());
-    let status = finish(&c, sale, rid, state)?;
-    c.notify_stock_edge(before, sale.remaining());
+    let status = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| Ok::<_, RedisError>(finish(w, sale, rid)))?;
     Reply::status_count(ctx, status, sale.remaining())
 }
 
 /// SECKILL.RELEASE key reservation-id
 fn release(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    settle(ctx, name, argv, |c, sale, rid, state| {
-        Ok(match state {
-            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
-            Some(State::Confirmed) => stats_of(&stats::LATE, c"CONFIRMED"),
-            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"ALREADY_RELEASED"),
-            Some(State::Pending) => {
-                c.commit(sale, &Effect::Release(rid.into())).map_err(internal)?;
+    settle(ctx, call, |w, sale, rid| {
+        let had_holds = sale.next_deadline().is_some();
+        match sale.release(rid, State::Released) {
+            ReleaseOutcome::Released => {
+                w.publish(sale, &Effect::Release(rid.into()), had_holds);
                 stats_of(&stats::RELEASED, c"RELEASED")
             }
-        })
+            ReleaseOutcome::AlreadyReleased => stats_of(&stats::LATE, c"ALREADY_RELEASED"),
+            ReleaseOutcome::Confirmed => stats_of(&stats::LATE, c"CONFIRMED"),
+            ReleaseOutcome::NotFound => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+        }
     })
 }
 
 /// SECKILL.CONFIRM key reservation-id
 fn confirm(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    settle(ctx, name, argv, |c, sale, rid, state| {
-        Ok(match state {
-            None => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
-            Some(State::Confirmed) => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
-            Some(State::Released | State::Expired) => stats_of(&stats::LATE, c"RELEASED"),
-            Some(State::Pending) => {
-                c.commit(sale, &Effect::Confirm(rid.into())).map_err(internal)?;
+    settle(ctx, call, |w, sale, rid| {
+        let had_holds = sale.next_deadline().is_some();
+        match sale.confirm(rid) {
+            ConfirmOutcome::Confirmed => {
+                w.publish(sale, &Effect::Confirm(rid.into()), had_holds);
                 stats_of(&stats::CONFIRMED, c"CONFIRMED")
             }
-        })
+            ConfirmOutcome::AlreadyConfirmed => stats_of(&stats::LATE, c"ALREADY_CONFIRMED"),
+            ConfirmOutcome::Released => stats_of(&stats::LATE, c"RELEASED"),
+            ConfirmOutcome::NotFound => stats_of(&stats::NOT_FOUND, c"NOT_FOUND"),
+        }
     })
 }
 
@@ -305,34 +317,33 @@ fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
     let stream = if a.apply || a.expire { sale_stream(ctx, name, sale)? } else { None };
     stats::RECONCILED.add(1);
     let now = now_ms();
-    let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out go first (EXPIRE asks for it; APPLY is a write, and
     // writes release due holds), so the orders are classified, and retaken,
     // against the state that stays.
-    if a.expire || a.apply {
-        expire_due(&c, sale, now, LAZY_CHUNK);
-    }
-    // Each fix is applied as its row is classified (later rows see the stock
-    // earlier fixes took), and the call's fixes go out as one effect.
-    let had_holds = sale.next_deadline().is_some();
-    let mut failure = None;
-    let mut fixes = Vec::new();
-    let orders = a.orders.as_ref().map(|orders| {
-        reconcile_orders(sale, orders, a.apply, now, |sale, effect| match effect.apply(sale) {
-            Ok(()) => fixes.push(effect),
-            Err(e) => {
-                failure.get_or_insert(e);
-            }
-        })
-    });
-    if let Some(batch) = Effect::batch(fixes) {
-        c.publish(sale, &batch, had_holds);
-    }
-    if let Some(e) = failure {
-        return Err(internal(e));
-    }
-    c.notify_stock_edge(before, sale.remaining());
+    let due = (a.expire || a.apply).then(|| DueHolds::lazy(now));
+    let orders = c.write(sale, due, |w, sale| {
+        // Each fix is applied as its row is classified (later rows see the
+        // stock earlier fixes took), and the call's fixes go out as one effect.
+        let had_holds = sale.next_deadline().is_some();
+        let mut failure = None;
+        let mut fixes = Vec::new();
+        let orders = a.orders.as_ref().map(|orders| {
+            reconcile_orders(sale, orders, a.apply, now, |sale, effect| match effect.apply(sale) {
+                Ok(()) => fixes.push(effect),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            })
+        });
+        if let Some(batch) = Effect::batch(fixes) {
+            w.publish(sale, &batch, had_holds);
+        }
+        match failure {
+            Some(e) => Err(internal(e)),
+            None => Ok(orders),
+        }
+    })?;
     let mut doc = Report::of(sale).doc();
     if let Some(o) = orders {
         o.extend(&mut doc);
@@ -404,15 +415,15 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
             return Reply::Simple(c"OK").done(ctx);
         }
         (_, None) => Err(crate::rules::sale::EffectError("no sale at this key")),
-        (effect, Some(sale)) => {
-            let before = sale.remaining();
-            let r = c.commit(sale, &effect);
-            if let (Ok(()), Some(tail), Effect::Records(recs)) = (&r, tail, &effect) {
+        // A replayed effect never expires holds of its own: the master's
+        // expiries arrive as their own effects. A refused one changes nothing.
+        (effect, Some(sale)) => c.write(sale, None, |w, sale| {
+            w.commit(sale, &effect)?;
+            if let (Some(tail), Effect::Records(recs)) = (tail, &effect) {
                 replay_stream_entry(ctx, sale, recs, tail);
             }
-            c.notify_stock_edge(before, sale.remaining());
-            r
-        }
+            Ok(())
+        }),
     };
     match result {
         Ok(()) => Reply::Simple(c"OK").done(ctx),
@@ -482,32 +493,31 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
     check_transfer(sale, a.peer, a.round)?;
     let now = now_ms();
     let stream = due_stream(ctx, name, sale, now)?;
-    let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     // Holds that ran out are stock again: a SEND may take it.
-    expire_due(&c, sale, now, LAZY_CHUNK);
-    // A refused SEND does not record its tid: nothing was taken, so a retry
-    // with the same tid once stock is back (or with a lower MIN) may still
-    // take it; only a SEND that took units makes its tid final.
-    let taken = match sale.decide_send(a.qty, a.min, a.tid) {
-        SendDecision::Take(takes) => {
-            let taken = takes.iter().map(|t| t.qty).sum();
-            let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes };
-            c.commit(sale, &effect).map_err(internal)?;
-            stats::SENDS.add(1);
-            stats::UNITS_SENT.add(taken);
-            taken
-        }
-        SendDecision::Repeated => {
-            stats::SEND_REPEATED.add(1);
-            0
-        }
-        SendDecision::BelowMin => {
-            stats::SEND_BELOW_MIN.add(1);
-            0
-        }
-    };
-    c.notify_stock_edge(before, sale.remaining());
+    let taken = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
+        // A refused SEND does not record its tid: nothing was taken, so a
+        // retry with the same tid once stock is back (or with a lower MIN)
+        // may still take it; only a SEND that took units makes its tid final.
+        Ok(match sale.decide_send(a.qty, a.min, a.tid) {
+            SendDecision::Take(takes) => {
+                let taken = takes.iter().map(|t| t.qty).sum();
+                let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes };
+                w.commit(sale, &effect).map_err(internal)?;
+                stats::SENDS.add(1);
+                stats::UNITS_SENT.add(taken);
+                taken
+            }
+            SendDecision::Repeated => {
+                stats::SEND_REPEATED.add(1);
+                0
+            }
+            SendDecision::BelowMin => {
+                stats::SEND_BELOW_MIN.add(1);
+                0
+            }
+        })
+    })?;
     three(ctx, taken, sale.transfer_counters(a.peer).sent, sale.remaining())
 }
 
@@ -530,22 +540,21 @@ fn recv(ctx: &Context, call: &Call) -> RedisResult {
     sale.plan_recv(peer, sent_total).map_err(|e| RedisError::String(format!("ERR sent_total cannot be credited: {}", e.0)))?;
     let now = now_ms();
     let stream = due_stream(ctx, name, sale, now)?;
-    let before = sale.remaining();
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    expire_due(&c, sale, now, LAZY_CHUNK);
-    let credited = match sale.plan_recv(peer, sent_total).map_err(internal)? {
-        None => {
-            stats::RECV_NOTHING.add(1);
-            0
-        }
-        Some(credits) => {
-            let credit = credits.iter().map(|t| t.qty).sum();
-            c.commit(sale, &Effect::Recv { peer: peer.into(), sent_total, credits }).map_err(internal)?;
-            stats::RECVS.add(1);
-            stats::UNITS_RECEIVED.add(credit);
-            credit
-        }
-    };
-    c.notify_stock_edge(before, sale.remaining());
+    let credited = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
+        Ok(match sale.plan_recv(peer, sent_total).map_err(internal)? {
+            None => {
+                stats::RECV_NOTHING.add(1);
+                0
+            }
+            Some(credits) => {
+                let credit = credits.iter().map(|t| t.qty).sum();
+                w.commit(sale, &Effect::Recv { peer: peer.into(), sent_total, credits }).map_err(internal)?;
+                stats::RECVS.add(1);
+                stats::UNITS_RECEIVED.add(credit);
+                credit
+            }
+        })
+    })?;
     three(ctx, credited, sale.transfer_counters(peer).received, sale.remaining())
 }

@@ -1,7 +1,11 @@
-//! Making an effect happen: apply it to the sale, replicate it, notify, and
-//! (on the master) append its entries to the reservation stream. Commands,
-//! the expiry timer and the replica's EFFECT command all go through here, so
-//! a change and its propagation can never drift apart.
+//! The one write path. `Committer::write` brackets every change to a sale
+//! that exists: the holds that ran out first (lazy expiry, or the timer's
+//! chunk), then the caller's change, then the stock-edge event. Inside it a
+//! change is made through a `Writer`: apply the effect to the sale,
+//! replicate it, notify, and (on the master) append its entries to the
+//! reservation stream. Commands, the expiry timer and the replica's EFFECT
+//! command all go through here, so a change and its propagation can never
+//! drift apart.
 
 use redis_module::key::RedisKeyWritable;
 use redis_module::{Context, RedisError, RedisString};
@@ -16,6 +20,9 @@ use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
 use crate::module::stats;
 use crate::module::stream::StreamKey;
 
+/// Holds a command releases lazily before its own work; the timer does the
+/// rest.
+pub const LAZY_CHUNK: usize = 128;
 
 /// A stream key the command opened, or one opened for this commit.
 enum Opened<'a> {
@@ -84,6 +91,8 @@ pub enum Origin {
     Replayed,
 }
 
+/// A command's (or the timer's, or a replayed effect's) access to one sale
+/// key: everything a change needs to be replicated, announced and streamed.
 pub struct Committer<'a> {
     pub ctx: &'a Context,
     pub key: &'a RedisString,
@@ -92,19 +101,88 @@ pub struct Committer<'a> {
     pub stream: Option<&'a StreamKey>,
 }
 
-impl Committer<'_> {
+/// The holds a write releases before its own change: those due at `now`,
+/// at most `max`, as one effect.
+#[derive(Clone, Copy)]
+pub struct DueHolds {
+    pub now: u64,
+    pub max: usize,
+}
+
+impl DueHolds {
+    /// A command's lazy expiry: a chunk of the due holds, before the
+    /// command's own change; the timer does the rest.
+    pub fn lazy(now: u64) -> DueHolds {
+        DueHolds { now, max: LAZY_CHUNK }
+    }
+}
+
+/// The handle a write's change commits through (`Committer::write`): its
+/// methods are the only way to replicate and announce a change to a sale
+/// that exists, so none can miss the lazy expiry before it or the
+/// stock-edge event after it.
+#[derive(Clone, Copy)]
+pub struct Writer<'c, 'a>(&'c Committer<'a>);
+
+impl Writer<'_, '_> {
     /// Applies `effect` and propagates it. A refused effect changes nothing
     /// and propagates nothing.
-    pub fn commit(&self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
-        self.apply_and_publish(sale, Change::Effect(effect), |sale| effect.apply(sale))
+    pub fn commit(self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
+        self.0.commit(sale, effect)
     }
 
     /// Applies a RESERVE the sale accepted and propagates it: the same
     /// `add_record` a replayed PENDING effect runs, with no `Effect` built.
     /// `user` is the accepted user as the command passed it.
-    pub fn commit_reserve(&self, sale: &mut Sale, accepted: &Accepted, user: Arg) -> Result<(), EffectError> {
+    pub fn commit_reserve(self, sale: &mut Sale, accepted: &Accepted, user: Arg) -> Result<(), EffectError> {
         let rec = accepted.as_new();
-        self.apply_and_publish(sale, Change::Reserved(rec, user), |sale| sale.add_record(rec))
+        self.0.apply_and_publish(sale, Change::Reserved(rec, user), |sale| sale.add_record(rec))
+    }
+
+    /// Propagates an effect already applied to `sale` (`had_holds`: whether
+    /// the sale had holds before). RELEASE and CONFIRM apply theirs with
+    /// `Sale::release`/`confirm`, whose outcome names the reply; RECONCILE
+    /// applies its fixes row by row, since each row must see the stock the
+    /// previous ones took, then publishes them as one effect.
+    pub fn publish(self, sale: &Sale, effect: &Effect, had_holds: bool) {
+        self.0.publish_change(sale, Change::Effect(effect), had_holds);
+    }
+}
+
+impl<'a> Committer<'a> {
+    /// The one write path to a sale that exists (INIT, which creates one,
+    /// is `init`): releases the holds that `due` names, makes the caller's
+    /// `change` (which commits through the `Writer` it is given), then
+    /// emits `seckill.soldout` or `seckill.restock` if the stock crossed
+    /// zero. A change that fails returns its error at once, with no
+    /// stock-edge event.
+    ///
+    /// Inlined into each command: RESERVE keeps its decision in place
+    /// around it, and a call in between costs measurable instructions on
+    /// the hot path (`bench/callgrind.sh`).
+    #[inline(always)]
+    pub fn write<T, E>(
+        &self,
+        sale: &mut Sale,
+        due: Option<DueHolds>,
+        change: impl FnOnce(Writer<'_, 'a>, &mut Sale) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let before = sale.remaining();
+        if let Some(due) = due {
+            self.expire_due(sale, due);
+        }
+        let out = change(Writer(self), sale)?;
+        self.notify_stock_edge(before, sale.remaining());
+        Ok(out)
+    }
+
+    /// A write that only releases due holds: the expiry timer's visit.
+    pub fn expire(&self, sale: &mut Sale, due: DueHolds) {
+        let _ = self.write(sale, Some(due), |_, _| Ok::<(), ()>(()));
+    }
+
+    fn commit(&self, sale: &mut Sale, effect: &Effect) -> Result<(), EffectError> {
+        self.apply_and_publish(sale, Change::Effect(effect), |sale| effect.apply(sale))
     }
 
     fn apply_and_publish(&self, sale: &mut Sale, change: Change, apply: impl FnOnce(&mut Sale) -> Result<(), EffectError>) -> Result<(), EffectError> {
@@ -117,14 +195,6 @@ impl Committer<'_> {
         Ok(())
     }
 
-    /// Propagates an effect already applied to `sale` (`had_holds`: whether
-    /// the sale had holds before). RECONCILE applies its fixes row by row,
-    /// since each row must see the stock the previous ones took, then
-    /// publishes them as one effect.
-    pub fn publish(&self, sale: &Sale, effect: &Effect, had_holds: bool) {
-        self.publish_change(sale, Change::Effect(effect), had_holds);
-    }
-
     fn publish_change(&self, sale: &Sale, change: Change, had_holds: bool) {
         stats::EFFECTS_APPLIED.add(1);
         // The timer forgets a sale once its holds are gone; it needs it
@@ -132,7 +202,7 @@ impl Committer<'_> {
         // had holds is already scheduled early enough. (Loads, renames and
         // SWAPDB schedule it elsewhere.)
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
-            crate::module::expiry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
+            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {
@@ -284,9 +354,26 @@ impl Committer<'_> {
         }
     }
 
+    /// Releases the holds `due` names, oldest first, as one effect. Most
+    /// writes find none due: that test is inlined into `write`.
+    #[inline(always)]
+    fn expire_due(&self, sale: &mut Sale, due: DueHolds) {
+        if sale.next_deadline().is_some_and(|d| d <= due.now) {
+            self.expire_now(sale, due);
+        }
+    }
+
+    #[inline(never)]
+    fn expire_now(&self, sale: &mut Sale, due: DueHolds) {
+        let due = sale.due_holds(due.now, due.max);
+        if let Err(e) = self.commit(sale, &Effect::Expire(due)) {
+            crate::module::warn::limited(self.ctx, &format!("seckill: hold expiry refused: {}", e.0));
+        }
+    }
+
     /// Emits `seckill.soldout` / `seckill.restock` when the command moved
     /// the remaining stock to or away from zero.
-    pub fn notify_stock_edge(&self, before: u64, after: u64) {
+    fn notify_stock_edge(&self, before: u64, after: u64) {
         let event = match (before, after) {
             (b, 0) if b > 0 => c"seckill.soldout",
             (0, a) if a > 0 => c"seckill.restock",

@@ -5,7 +5,6 @@
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::key::KeyFlags;
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
@@ -46,17 +45,6 @@ pub static SALE_TYPE: RedisType = RedisType::new(
     },
 );
 
-/// A RENAME moved the key `from` to `to`: if `to` holds a sale, its stream
-/// ownership follows (`Sale::follow_rename`). Opened without touching LRU,
-/// LFU or the hit counters, like every visit a keyspace event causes.
-pub fn follow_rename(ctx: &redis_module::Context, from: &[u8], to: &[u8]) {
-    let name = ctx.create_string(to);
-    let key = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
-    if let Ok(Some(sale)) = key.get_value::<Sale>(&SALE_TYPE) {
-        sale.follow_rename(from, to);
-    }
-}
-
 unsafe fn sale<'a>(value: *const c_void) -> &'a Sale {
     &*value.cast::<Sale>()
 }
@@ -75,7 +63,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             }
         }
         if let Some((db, key)) = &place {
-            crate::module::expiry::on_loaded(*db, key, &sale);
+            crate::module::schedules::on_loaded(*db, key, &sale);
         }
         Some(sale)
     }));

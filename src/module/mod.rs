@@ -1,6 +1,15 @@
 //! The Redis shell around the rules: commands, the one write path, the
 //! data type, hold expiry, the reservation stream, replies, stats, and the
 //! small wrappers of the raw module API.
+//!
+//! Imports point one way, from the entry point down:
+//! - `registration` (entry) -> `commands`, `expiry` (the timer),
+//!   `key_events` (RENAME, MOVE, COPY);
+//! - those -> `commit` (the one write path, lazy expiry included);
+//! - `commit` -> `datatype`, `schedules` (which sales have holds, and the
+//!   load, SWAPDB and slot-migration hooks), `stream`, `stats`, `warn`;
+//! - at the bottom: `node` (clock, whether this node decides), `rawapi`,
+//!   `reply`, `config`, `command_info`.
 
 pub mod command_info;
 pub mod commands;
@@ -8,8 +17,11 @@ pub mod commit;
 pub mod config;
 pub mod datatype;
 pub mod expiry;
+pub mod key_events;
+pub mod node;
 pub mod rawapi;
 pub mod reply;
+pub mod schedules;
 pub mod stats;
 pub mod stream;
 pub mod warn;

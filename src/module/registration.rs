@@ -26,7 +26,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // 8.4) and Valkey 8 (bit 4) store the options and test only the bits
     // they define, so the bit is set on every server (loaded on Redis
     // 7.0.15 and 8.2.3, Valkey 8.1.8 and 9.1.2). What the claim takes:
-    // `expiry::on_slot_migration`, docs/resharding.md.
+    // `schedules::on_slot_migration`, docs/resharding.md.
     ctx.set_module_options(
         ModuleOptions::HANDLE_IO_ERRORS
             | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
@@ -46,19 +46,19 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("seckill: could not set command info (key-specs)");
         return Status::Err;
     }
-    if !crate::module::rawapi::on_swapdb(ctx, crate::module::expiry::on_swapdb) {
+    if !crate::module::rawapi::on_swapdb(ctx, crate::module::schedules::on_swapdb) {
         ctx.log_warning("seckill: could not subscribe to SWAPDB events");
     }
-    if !crate::module::rawapi::on_async_load(ctx, crate::module::expiry::on_async_load) {
+    if !crate::module::rawapi::on_async_load(ctx, crate::module::schedules::on_async_load) {
         ctx.log_warning("seckill: could not subscribe to asynchronous load events");
         return Status::Err;
     }
     // Valkey 9's atomic slot migration: a target leaves the sales it
     // imports to the source until it owns them, a source forgets the
-    // sales it gave away (`expiry::on_slot_migration`). Only Valkey has
+    // sales it gave away (`schedules::on_slot_migration`). Only Valkey has
     // the event (Redis 8.4 uses its number for another one).
     let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
-    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, crate::module::expiry::on_slot_migration) {
+    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, crate::module::schedules::on_slot_migration) {
         ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
     }
     crate::module::expiry::start(ctx);
@@ -72,6 +72,6 @@ redis_module! {
     data_types: [SALE_TYPE],
     init: init,
     event_handlers: [
-        [@GENERIC: crate::module::expiry::on_key_event],
+        [@GENERIC: crate::module::key_events::on_key_event],
     ],
 }

@@ -15,7 +15,7 @@ static SUPPRESSED: AtomicU64 = AtomicU64::new(0);
 /// Logs `msg` as a warning unless one was logged in the last second; the
 /// next warning logged says how many were left out meanwhile.
 pub fn limited(ctx: &Context, msg: &str) {
-    let now = crate::module::expiry::now_ms();
+    let now = crate::module::node::now_ms();
     let last = LAST_MS.load(Ordering::Relaxed);
     if now.saturating_sub(last) < INTERVAL_MS && last != 0 {
         SUPPRESSED.fetch_add(1, Ordering::Relaxed);

@@ -1003,3 +1003,38 @@ def test_format_json_matches_the_resp_form():
     env.expect('SECKILL.INFO', key, 'FORMAT').error().contains('wrong number of arguments')
     env.expect('SECKILL.GET', key, 'o2', 'FORMAT', 'JSON', 'x').error().contains('wrong number of arguments')
     env.expect('SECKILL.RECONCILE', key, 'FORMAT', 'JSON', 'FORMAT', 'JSON').error().contains('twice')
+
+
+def test_stock_edge_spans_the_whole_write():
+    """A write's stock-edge event compares the stock before the holds it
+    releases lazily with the stock after its own change: at most one per
+    command, whichever command it is."""
+    env, c = _env()
+    c.execute_command('CONFIG', 'SET', 'notify-keyspace-events', 'KEA')
+    ps = c.pubsub()
+    ps.subscribe('__keyspace@0__:e')
+    ps.get_message(timeout=1)
+    env.assertOk(c.execute_command('SECKILL.INIT', 'e', 1, 'HOLD', 100))
+    env.assertEqual(reserve(c, 'e', 'u1', 'REQID', 'r1'), ['RESERVED', 'r1', 0])
+    env.assertEqual(events_from(ps, until='seckill.soldout'), ['seckill.reserve', 'seckill.soldout'])
+    # Inside MULTI no timer runs. The hold runs out and RESERVE sells the
+    # unit again: sold out before and after, so no stock edge. Then CONFIRM
+    # comes too late: the release of that hold is the restock.
+    p = c.pipeline(transaction=True)
+    p.execute_command('DEBUG', 'SLEEP', '0.25')
+    p.execute_command('SECKILL.RESERVE', 'e', 'u2', 'REQID', 'r2')
+    p.execute_command('DEBUG', 'SLEEP', '0.25')
+    p.execute_command('SECKILL.CONFIRM', 'e', 'r2')
+    res = p.execute()
+    env.assertEqual((res[1], res[3]), (['RESERVED', 'r2', 0], ['RELEASED', 1]))
+    env.assertEqual(events_from(ps, timeout=0.3),
+                    ['seckill.expire', 'seckill.reserve', 'seckill.expire', 'seckill.restock'])
+    # Outcomes that change nothing send nothing.
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 'e', 'r2'), ['ALREADY_RELEASED', 1])
+    env.assertEqual(c.execute_command('SECKILL.CONFIRM', 'e', 'nope'), ['NOT_FOUND', 1])
+    env.assertEqual(events_from(ps, timeout=0.3), [])
+    # RECONCILE APPLY retakes the paid order: sold out again.
+    r = reconcile(c, 'e', 'ORDERS', 1, 'r2', 'u2', 1, 'APPLY')
+    env.assertEqual(r['remaining'], 0)
+    env.assertEqual(events_from(ps, timeout=0.3), ['seckill.confirm', 'seckill.soldout'])
+    ps.close()
