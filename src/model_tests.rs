@@ -607,7 +607,7 @@ impl Master {
         commit_to(&mut self.sale, &mut self.replica, &mut self.effects, e);
     }
 
-    /// expiry::expire_due, with the module's chunk (`expiry::LAZY_CHUNK`,
+    /// commit::Committer::expire_due, with the module's chunk (`commit::LAZY_CHUNK`,
     /// not compiled without the module). A run never has that many holds
     /// due at once, so the model's "release every due hold" still applies.
     fn expire_due(&mut self, now: u64) -> Vec<Vec<u8>> {

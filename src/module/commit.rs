@@ -238,7 +238,7 @@ impl<'a> Committer<'a> {
         let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
-        let entry = crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: &rec.id, user: view.user(), qty: view.qty() };
+        let entry = crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: rec.id, user: view.user(), qty: view.qty() };
         match crate::module::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
             Ok(added) => Some(Carried { stream: opened, added, rec, user, nums }),
             Err(e) => {

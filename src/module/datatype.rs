@@ -51,7 +51,7 @@ unsafe fn sale<'a>(value: *const c_void) -> &'a Sale {
 
 extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
     let loaded = catch_unwind(AssertUnwindSafe(|| {
-        if encver < 1 || encver > ENCODING_VERSION {
+        if !(1..=ENCODING_VERSION).contains(&encver) {
             return None;
         }
         let buf = raw::load_string_buffer(rdb).ok()?;

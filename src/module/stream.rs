@@ -93,7 +93,7 @@ fn slot_moving(ctx: &Context, slot: u16) -> bool {
     let reply: CallResult = ctx.call_ext("CLUSTER", &opts, &["NODES"]);
     match reply {
         Ok(CallReply::String(s)) => crate::rules::slot::moving_in(s.as_bytes(), slot),
-        Ok(CallReply::VerbatimString(s)) => s.as_parts().map_or(true, |(_, text)| crate::rules::slot::moving_in(text, slot)),
+        Ok(CallReply::VerbatimString(s)) => s.as_parts().is_none_or(|(_, text)| crate::rules::slot::moving_in(text, slot)),
         _ => true,
     }
 }
