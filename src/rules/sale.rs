@@ -770,15 +770,17 @@ impl Sale {
         self.remaining >= qty || self.config.start_ms > 0 || self.config.end_ms != OPEN_END || self.next_deadline().is_some()
     }
 
-    /// Decides a RESERVE at `now_ms` without changing anything. On success
-    /// the returned record is what `add_record` takes.
+    /// `accept_reserve` as an owned record, for tests: what `add_record`
+    /// takes on success.
+    #[cfg(test)]
     pub fn decide_reserve(&self, user: &[u8], qty: u64, reqid: Option<&[u8]>, now_ms: u64) -> Result<Reservation, Refusal> {
         self.accept_reserve(user, qty, reqid, now_ms).map(|a| a.to_reservation())
     }
 
-    /// `decide_reserve` without allocating: the accepted reservation
-    /// borrows the caller's user and REQID and keeps a generated id and a
-    /// one-bucket take inline (the RESERVE command's path).
+    /// Decides a RESERVE at `now_ms` without changing anything, and
+    /// without allocating: the accepted reservation borrows the caller's
+    /// user and REQID and keeps a generated id and a one-bucket take inline
+    /// (the RESERVE command's path). `add_record(a.as_new())` applies it.
     pub fn accept_reserve<'a>(
         &self,
         user: &'a [u8],
@@ -1132,12 +1134,6 @@ impl Sale {
             at = self.first_hold(at + 1);
         }
         due
-    }
-
-    /// Every due hold: `due_holds(now_ms, usize::MAX)`, for callers not yet
-    /// moved to batches.
-    pub fn due_holds_all(&self, now_ms: u64) -> Vec<Box<[u8]>> {
-        self.due_holds(now_ms, usize::MAX)
     }
 
     /// RELEASE (cause `Released`) or hold expiry (cause `Expired`).
@@ -1766,7 +1762,7 @@ mod tests {
         assert_eq!(s.next_deadline(), Some(keep[0] as u64 + 100));
         assert_eq!(s.due_holds(u64::MAX, 2), vec![ids[keep[0]].clone(), ids[keep[1]].clone()]);
         assert_eq!(s.due_holds(keep[2] as u64 + 100, 10).len(), 3);
-        assert_eq!(s.due_holds_all(u64::MAX).len(), 4);
+        assert_eq!(s.due_holds(u64::MAX, usize::MAX).len(), 4);
         assert!(s.due_holds(u64::MAX, 0).is_empty());
         assert!(s.due_holds(keep[0] as u64 + 99, 10).is_empty());
         for &i in &keep[..3] {
