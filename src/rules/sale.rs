@@ -34,28 +34,7 @@ use crate::rules::seq_index::SeqIndex;
 use crate::rules::transfers::{Counters, SendDecision, Transfers};
 
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
-
-/// Why a SEND or RECV is refused before anything is decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransferRefusal {
-    /// A plain sale: it was not created as a part of a split sale.
-    NotSplit,
-    /// The call names another round than the key's.
-    StaleRound,
-    /// The peer is not one the key declared.
-    UnknownPeer,
-}
-
-/// Why a RESERVE changes nothing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    Duplicate(Box<[u8]>),
-    NotStarted,
-    Ended,
-    /// Carries the user's latest live reservation id.
-    Limit(Option<Box<[u8]>>),
-    SoldOut,
-}
+pub use crate::rules::outcome::{ConfirmOutcome, EffectError, Refusal, ReleaseOutcome, TransferRefusal};
 
 /// A RESERVE the sale accepted, not applied yet: `add_record(a.as_new())`
 /// applies it, on the master as a replayed PENDING effect does. Borrowed
@@ -114,26 +93,6 @@ impl Accepted<'_> {
     pub fn to_reservation(&self) -> Reservation {
         self.as_new().to_owned()
     }
-}
-
-/// A change that does not fit the state it is applied to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EffectError(pub &'static str);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseOutcome {
-    Released,
-    AlreadyReleased,
-    Confirmed,
-    NotFound,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConfirmOutcome {
-    Confirmed,
-    AlreadyConfirmed,
-    Released,
-    NotFound,
 }
 
 /// Units per reservation state, kept up to date by every change.
