@@ -31,7 +31,7 @@ use crate::rules::buckets::{Buckets, Take};
 use crate::rules::digits::Digits;
 use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::rules::seq_index::SeqIndex;
-use crate::rules::transfers::{Counters, SendDecision, Transfers};
+use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 pub use crate::rules::outcome::{ConfirmOutcome, EffectError, Refusal, ReleaseOutcome, TransferRefusal};
@@ -583,36 +583,17 @@ impl Sale {
     /// `None` when the transfer counters do not add up (never in a sale
     /// built through its checked methods).
     pub fn capacity(&self) -> Option<u128> {
-        let t = self.transfer_totals()?;
-        (u128::from(self.config.total) + u128::from(t.received)).checked_sub(u128::from(t.sent))
+        transfers::capacity(self.config.total, self.transfers.as_deref())
     }
 
     /// Units sent and received, summed over peers (zero for a plain sale).
     pub fn transfer_totals(&self) -> Option<Counters> {
-        Some(self.transfers.as_ref().map_or(Counters::default(), |t| t.totals))
+        Some(transfers::totals(self.transfers.as_deref()))
     }
 
-    /// Whether a SEND or RECV between this key and `peer` in `round` may
-    /// go ahead: only a part of a split sale, in its own round, with a
-    /// peer it declared.
+    /// See `transfers::check_transfer`.
     pub fn check_transfer(&self, peer: &[u8], round: &[u8]) -> Result<(), TransferRefusal> {
-        let split = self.config.split.as_ref().ok_or(TransferRefusal::NotSplit)?;
-        if *split.round != *round {
-            return Err(TransferRefusal::StaleRound);
-        }
-        if !split.declares(peer) {
-            return Err(TransferRefusal::UnknownPeer);
-        }
-        Ok(())
-    }
-
-    /// Effects move stock only between declared peers (a replayed effect
-    /// was checked on the master; this keeps a crafted one out).
-    fn check_peer(&self, peer: &[u8]) -> Result<(), EffectError> {
-        match &self.config.split {
-            Some(split) if split.declares(peer) => Ok(()),
-            _ => Err(EffectError("the peer is not a declared peer of a split sale")),
-        }
+        transfers::check_transfer(self.config.split.as_ref(), peer, round)
     }
 
     pub fn transfers(&self) -> Option<&Transfers> {
@@ -1197,142 +1178,42 @@ impl Sale {
         self.buckets.plan_take(self.buckets.home_of(user), qty)
     }
 
-    /// Decides a SEND of up to `qty` units to `peer` (tid `tid`) without
-    /// changing anything: `min(qty, remaining)` from the remaining stock
-    /// only (pending and confirmed units stay), unless the tid was seen or
-    /// that is below `min`.
+    /// See `transfers::decide_send`.
     pub fn decide_send(&self, qty: u64, min: u64, tid: &[u8]) -> SendDecision {
-        if self.transfers.as_ref().is_some_and(|t| t.tids.contains(tid)) {
-            return SendDecision::Repeated;
-        }
-        let take = qty.min(self.remaining);
-        if take < min.max(1) {
-            return SendDecision::BelowMin;
-        }
-        match self.buckets.plan_send(take) {
-            Some(takes) => SendDecision::Take(takes),
-            None => SendDecision::BelowMin,
-        }
+        transfers::decide_send(self.transfers.as_deref(), &self.buckets, self.remaining, qty, min, tid)
     }
 
-    /// Sends the units `takes` names to `peer` and records `tid`; refused,
-    /// changing nothing, when it does not fit.
+    /// See `transfers::Parts::send`.
     pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
-        if !valid_id(peer) || !valid_id(tid) {
-            return Err(EffectError("bad peer or transfer id"));
-        }
-        self.check_peer(peer)?;
-        if self.transfers.as_ref().is_some_and(|t| t.tids.contains(tid)) {
-            return Err(EffectError("transfer id seen before"));
-        }
-        let qty = takes.iter().try_fold(0u64, |s, t| s.checked_add(t.qty)).ok_or(EffectError("take overflows"))?;
-        if qty == 0 || !self.buckets.valid_transfer(takes, qty) || !self.buckets.can_take(takes) {
-            return Err(EffectError("stock is not there to send"));
-        }
-        let sent = self.transfer_counters(peer).sent.checked_add(qty).ok_or(EffectError("sent counter overflows"))?;
-        self.transfer_totals().and_then(|t| t.sent.checked_add(qty)).ok_or(EffectError("sent counter overflows"))?;
-        self.buckets.send(takes);
-        self.remaining -= qty;
-        let t = self.transfers.get_or_insert_with(Box::default);
-        t.peers.entry(peer.into()).or_default().sent = sent;
-        t.totals.sent += qty;
-        t.tids.insert(tid.into());
-        Ok(())
+        self.transfer_parts().send(peer, tid, takes)
     }
 
     pub fn transfer_counters(&self, peer: &[u8]) -> Counters {
-        self.transfers.as_ref().map_or_else(Counters::default, |t| t.counters(peer))
+        transfers::counters(self.transfers.as_deref(), peer)
     }
 
-    /// Plans a RECV of `peer`'s cumulative `sent_total`: the buckets that
-    /// take the credit, `Ok(None)` when there is nothing to credit, an error
-    /// when the credit would take the key past `MAX_TOTAL` units.
+    /// See `transfers::plan_recv`.
     pub fn plan_recv(&self, peer: &[u8], sent_total: u64) -> Result<Option<Vec<Take>>, EffectError> {
-        let credit = sent_total.saturating_sub(self.transfer_counters(peer).received);
-        if credit == 0 {
-            return Ok(None);
-        }
-        self.check_credit(credit)?;
-        Ok(Some(self.buckets.plan_credit(credit)))
+        transfers::plan_recv(self.transfers.as_deref(), self.config.total, &self.buckets, peer, sent_total)
     }
 
-    /// A key never holds more than `MAX_TOTAL` units, and its counters stay
-    /// within 64 bits.
-    fn check_credit(&self, credit: u64) -> Result<(), EffectError> {
-        let held = self.capacity().ok_or(EffectError("transfer counters do not add up"))?;
-        if held + u128::from(credit) > u128::from(MAX_TOTAL) {
-            return Err(EffectError("the credit would take the sale past 10^15 units"));
-        }
-        self.transfer_totals().and_then(|t| t.received.checked_add(credit)).ok_or(EffectError("received counter overflows"))?;
-        Ok(())
-    }
-
-    /// Credits what `peer` sent beyond what was received from it, to the
-    /// buckets `credits` names; refused, changing nothing, when it does not
-    /// fit.
+    /// See `transfers::Parts::recv`.
     pub fn recv(&mut self, peer: &[u8], sent_total: u64, credits: &[Take]) -> Result<(), EffectError> {
-        if !valid_id(peer) {
-            return Err(EffectError("bad peer"));
-        }
-        self.check_peer(peer)?;
-        let credit = sent_total.checked_sub(self.transfer_counters(peer).received).filter(|&c| c > 0);
-        let credit = credit.ok_or(EffectError("nothing to credit"))?;
-        if !self.buckets.valid_transfer(credits, credit) {
-            return Err(EffectError("credits do not add up to what was sent"));
-        }
-        self.check_credit(credit)?;
-        self.buckets.credit(credits);
-        self.remaining += credit;
-        let t = self.transfers.get_or_insert_with(Box::default);
-        t.peers.entry(peer.into()).or_default().received = sent_total;
-        t.totals.received += credit;
-        Ok(())
+        self.transfer_parts().recv(peer, sent_total, credits)
     }
 
     /// Restores the transfer state of a sale without records (AOF rewrite,
-    /// RDB load): bucket allocations (buckets full), peers, and `tids`; a
-    /// sale restored before must get the same allocations and peers, and
-    /// `tids` are added to its own (an AOF rewrite spreads them). The allocations must add up to
-    /// `total + received - sent`, at most `MAX_TOTAL`.
+    /// RDB load); see `transfers::Parts::restore`.
     pub fn restore_transfers(&mut self, allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>>) -> Result<(), EffectError> {
         if self.records.len() > 0 || allocation.len() != self.config.shards as usize {
             return Err(EffectError("transfers restore into a sale without records"));
         }
-        let mut t = Transfers::default();
-        for (peer, c) in peers {
-            if !valid_id(&peer) || t.peers.insert(peer, c).is_some() {
-                return Err(EffectError("bad or repeated peer"));
-            }
-        }
-        // A split sale's counters name only its declared peers; a sale from
-        // before peers were declared keeps its counters but moves no more.
-        if let Some(split) = &self.config.split {
-            if !t.peers.keys().all(|p| split.declares(p)) {
-                return Err(EffectError("transfers name a peer the sale did not declare"));
-            }
-        }
-        // A later restore of the same sale only adds transfer ids.
-        if let Some(had) = &self.transfers {
-            if had.peers != t.peers || self.buckets.allocation() != allocation.as_slice() {
-                return Err(EffectError("transfers restore differs from the restored state"));
-            }
-            t.tids = had.tids.clone();
-        }
-        if !tids.iter().all(|tid| valid_id(tid)) {
-            return Err(EffectError("bad transfer id"));
-        }
-        t.tids.extend(tids);
-        let totals = t.sum().ok_or(EffectError("transfer counters overflow"))?;
-        t.totals = totals;
-        let held = (u128::from(self.config.total) + u128::from(totals.received)).checked_sub(u128::from(totals.sent));
-        let sum: u128 = allocation.iter().map(|&a| u128::from(a)).sum();
-        if held != Some(sum) || sum > u128::from(MAX_TOTAL) {
-            return Err(EffectError("allocations do not add up to total + received - sent"));
-        }
-        self.remaining = sum as u64;
-        self.buckets = Buckets::with_allocation(allocation);
-        self.transfers = Some(Box::new(t));
-        Ok(())
+        self.transfer_parts().restore(allocation, peers, tids)
+    }
+
+    /// What SEND, RECV and a restore may change, and nothing else.
+    fn transfer_parts(&mut self) -> transfers::Parts<'_> {
+        transfers::Parts { config: &self.config, log: &mut self.transfers, buckets: &mut self.buckets, remaining: &mut self.remaining }
     }
 
     /// Bytes this sale holds on the heap, for MEMORY USAGE.
