@@ -23,7 +23,6 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::ops::{Index, IndexMut};
 
 use hashbrown::DefaultHashBuilder;
 
@@ -35,6 +34,14 @@ use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 pub use crate::rules::outcome::{ConfirmOutcome, EffectError, Refusal, ReleaseOutcome, TransferRefusal};
+
+mod chunks;
+mod ids;
+
+use chunks::{Arena, Chunked, CHUNK_BITS};
+#[cfg(test)]
+use chunks::{ARENA_CHUNK, CHUNK};
+use ids::{parse_generated, write_generated};
 
 /// A RESERVE the sale accepted, not applied yet: `add_record(a.as_new())`
 /// applies it, on the master as a replayed PENDING effect does. Borrowed
@@ -206,156 +213,6 @@ impl Record {
     }
 }
 
-/// Elements per chunk of a `Chunked` (records: 128 KiB).
-const CHUNK_BITS: u32 = 12;
-const CHUNK: usize = 1 << CHUNK_BITS;
-
-/// A vector kept in chunks of `CHUNK` elements, so growing never moves what
-/// is stored. A doubling `Vec` copies everything when it grows (the
-/// module's allocator has no realloc: a growth is allocate, copy, free):
-/// 64 MiB of records at 2M reservations in one command, every client
-/// waiting, and up to half of the new block unused afterwards. Chunks waste
-/// at most one chunk; the first grows like a `Vec`, so a small sale stays
-/// small.
-#[derive(Clone, Debug)]
-struct Chunked<T> {
-    chunks: Vec<Vec<T>>,
-    len: usize,
-}
-
-impl<T> Chunked<T> {
-    fn new() -> Chunked<T> {
-        Chunked { chunks: Vec::new(), len: 0 }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
-    }
-
-    fn last(&self) -> Option<&T> {
-        self.chunks.last()?.last()
-    }
-
-    fn push(&mut self, v: T) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => {
-                if c.len() == c.capacity() {
-                    c.reserve_exact((c.capacity() * 2).clamp(4, CHUNK) - c.len());
-                }
-                c.push(v);
-            }
-            _ => {
-                let mut c = Vec::with_capacity(if self.chunks.is_empty() { 4 } else { CHUNK });
-                c.push(v);
-                self.chunks.push(c);
-            }
-        }
-        self.len += 1;
-    }
-
-    /// Room for `n` elements in the first chunk (the rest come a chunk at a
-    /// time anyway).
-    fn reserve_first(&mut self, n: usize) {
-        if self.chunks.is_empty() && n > 0 {
-            self.chunks.push(Vec::with_capacity(n.min(CHUNK)));
-        }
-    }
-
-    fn shrink_last(&mut self) {
-        if let Some(c) = self.chunks.last_mut() {
-            c.shrink_to_fit();
-        }
-    }
-
-    fn bytes(&self) -> usize {
-        let each = std::mem::size_of::<T>();
-        self.chunks.capacity() * std::mem::size_of::<Vec<T>>() + self.chunks.iter().map(|c| c.capacity() * each).sum::<usize>()
-    }
-}
-
-impl<T> Index<usize> for Chunked<T> {
-    type Output = T;
-
-    fn index(&self, i: usize) -> &T {
-        &self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
-    }
-}
-
-impl<T> IndexMut<usize> for Chunked<T> {
-    fn index_mut(&mut self, i: usize) -> &mut T {
-        &mut self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
-    }
-}
-
-/// Arena chunk size; an offset is `chunk << ARENA_BITS | position`.
-const ARENA_BITS: u32 = 16;
-const ARENA_CHUNK: usize = 1 << ARENA_BITS;
-
-/// User ids and client ids, each as `len - 1` then the bytes, in chunks that
-/// never move (as `Chunked`). An entry never straddles two chunks (at most
-/// 257 bytes of a 64 KiB chunk are left unused), and no offset is `NONE`:
-/// the last possible position of the last chunk cannot hold an entry.
-#[derive(Clone, Debug, Default)]
-struct Arena {
-    chunks: Vec<Vec<u8>>,
-}
-
-impl Arena {
-    fn get(&self, off: u32) -> &[u8] {
-        let c = &self.chunks[(off >> ARENA_BITS) as usize];
-        let at = off as usize & (ARENA_CHUNK - 1);
-        let len = c[at] as usize + 1;
-        &c[at + 1..at + 1 + len]
-    }
-
-    /// Whether `entries` more entries get offsets that fit in 32 bits (each
-    /// may open a chunk).
-    fn has_room(&self, entries: usize) -> bool {
-        self.chunks.len() + entries <= 1 << (32 - ARENA_BITS)
-    }
-
-    /// Stores `bytes` (1 to 256 of them) and returns their offset.
-    fn intern(&mut self, bytes: &[u8]) -> u32 {
-        let need = bytes.len() + 1;
-        if self.chunks.last().is_none_or(|c| c.len() + need > ARENA_CHUNK) {
-            let first = self.chunks.is_empty();
-            self.chunks.push(Vec::with_capacity(if first { need.max(64) } else { ARENA_CHUNK }));
-        }
-        let n = self.chunks.len() - 1;
-        let c = &mut self.chunks[n];
-        if c.len() + need > c.capacity() {
-            c.reserve_exact((c.capacity() * 2).clamp(c.len() + need, ARENA_CHUNK) - c.len());
-        }
-        let off = (n << ARENA_BITS | c.len()) as u32;
-        c.push((bytes.len() - 1) as u8);
-        c.extend_from_slice(bytes);
-        off
-    }
-
-    /// Room for about `bytes` in the first chunk (RDB load).
-    fn reserve_first(&mut self, bytes: usize) {
-        if self.chunks.is_empty() && bytes > 0 {
-            self.chunks.push(Vec::with_capacity(bytes.min(ARENA_CHUNK)));
-        }
-    }
-
-    fn shrink_last(&mut self) {
-        if let Some(c) = self.chunks.last_mut() {
-            if c.capacity() > c.len() + c.len() / 4 + 64 {
-                c.shrink_to_fit();
-            }
-        }
-    }
-
-    fn bytes(&self) -> usize {
-        self.chunks.capacity() * std::mem::size_of::<Vec<u8>>() + self.chunks.iter().map(Vec::capacity).sum::<usize>()
-    }
-}
-
 /// A reservation as stored, borrowed from the sale.
 #[derive(Clone, Copy, Debug)]
 pub struct RecordView<'a> {
@@ -476,38 +333,6 @@ pub struct Sale {
     transfers: Option<Box<Transfers>>,
     /// Per process, never persisted: keyed against crafted collisions.
     hasher: DefaultHashBuilder,
-}
-
-fn write_generated(out: &mut Digits, tag: u32, seq: u32) {
-    out.extend(&tag_hex(tag));
-    out.push(b'-');
-    out.push_u64(u64::from(seq));
-}
-
-/// The eight lowercase hex digits of `tag`, as `write_generated` writes them.
-fn tag_hex(tag: u32) -> [u8; 8] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    std::array::from_fn(|i| HEX[((tag >> (28 - 4 * i)) & 0xf) as usize])
-}
-
-/// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
-/// Runs several times per RESERVE: the tag is compared as eight bytes.
-fn parse_generated(id: &[u8], tag: u32) -> Option<u32> {
-    let (Some(hex), Some((b'-', digits))) = (id.get(..8), id.get(8..).and_then(<[u8]>::split_first)) else {
-        return None;
-    };
-    let canonical = !digits.is_empty() && digits.len() <= 10 && (digits.len() == 1 || digits[0] != b'0');
-    if !canonical || hex != tag_hex(tag) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for &b in digits {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        n = n * 10 + u64::from(b - b'0');
-    }
-    u32::try_from(n).ok().filter(|&n| n != NONE)
 }
 
 impl Sale {
@@ -1292,11 +1117,11 @@ impl Sale {
     /// slots and their free list) and both indexes.
     pub(crate) fn check_internals(&self) -> Result<(), String> {
         let len = self.records.len();
-        let chunk_lens: Vec<usize> = self.records.chunks.iter().map(Vec::len).collect();
+        let chunk_lens: Vec<usize> = self.records.chunks().iter().map(Vec::len).collect();
         if chunk_lens.iter().sum::<usize>() != len || chunk_lens.iter().rev().skip(1).any(|&n| n != CHUNK) {
             return Err(format!("record chunks {chunk_lens:?} for {len} records"));
         }
-        for (c, chunk) in self.records.chunks.iter().enumerate() {
+        for (c, chunk) in self.records.chunks().iter().enumerate() {
             let n = chunk.iter().filter(|r| r.is_hold()).count() as u32;
             if self.holds.get(c).copied().unwrap_or(0) != n {
                 return Err(format!("chunk {c}: hold count {:?}, {n} holds", self.holds.get(c)));

@@ -18,27 +18,6 @@ fn reserve(s: &mut Sale, user: &[u8], qty: u64, reqid: Option<&[u8]>, now: u64) 
 }
 
 #[test]
-fn generated_ids_parse_back_and_nothing_else_does() {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for _ in 0..5000 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let (tag, seq) = (x as u32, ((x >> 32) as u32) >> (x % 32));
-        let mut id = Digits::default();
-        write_generated(&mut id, tag, seq);
-        let want = (seq != NONE).then_some(seq);
-        assert_eq!(parse_generated(id.as_bytes(), tag), want, "{id:?}");
-        assert_eq!(parse_generated(id.as_bytes(), tag ^ 1), None);
-    }
-    for bad in [&b"0000002a-"[..], b"0000002a-01", b"0000002A-1", b"0000002a+1", b"0000002a-1x", b"0000002a-12345678901", b"2a-1"] {
-        assert_eq!(parse_generated(bad, 0x2a), None, "{}", String::from_utf8_lossy(bad));
-    }
-    assert_eq!(parse_generated(b"0000002a-0", 0x2a), Some(0));
-    assert_eq!(parse_generated(b"0000002a-4294967294", 0x2a), Some(4_294_967_294));
-}
-
-#[test]
 fn clock_does_not_matter_to_a_sold_out_sale_without_window_or_holds() {
     let mut timeless = Sale::new(config(2, 2, 0));
     reserve(&mut timeless, b"a", 2, None, 5).unwrap();
@@ -239,7 +218,7 @@ fn arena_chunks() {
     for i in 0..1000 {
         reserve(&mut s, &id(i + 5000), 1, Some(&id(i)), 0).unwrap();
     }
-    assert!(s.arena.chunks.len() >= 7 && s.arena.chunks.iter().all(|c| c.len() <= ARENA_CHUNK));
+    assert!(s.arena.chunks().len() >= 7 && s.arena.chunks().iter().all(|c| c.len() <= ARENA_CHUNK));
     for i in 0..1000 {
         assert_eq!(s.get(&id(i)).map(|r| r.user().to_vec()), Some(id(i + 5000)));
     }
