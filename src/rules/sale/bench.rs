@@ -127,7 +127,7 @@ fn growth_retake_into_a_long_chain() {
     for i in (0..1000).chain(spread.iter().copied()) {
         assert_eq!(s.release(&ids[i], State::Released), ReleaseOutcome::Released);
     }
-    let walked = || WALKED.with(|w| w.get());
+    let walked = super::buyers::walked_so_far;
     let retake = |s: &mut Sale, rows: &mut dyn Iterator<Item = usize>| {
         let (t, mut worst, steps) = (Instant::now(), 0u128, walked());
         for i in rows {
@@ -146,6 +146,6 @@ fn growth_retake_into_a_long_chain() {
     }
     let reserves = t.elapsed().as_secs_f64() * 1e3;
     println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us, {oldest_steps} records walked), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us, {spread_steps} walked); 1000 RESERVEs {reserves:.2} ms");
-    let index: usize = s.chain_index.values().map(|index| index.len()).sum();
-    println!("growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation", s.chain_index.len(), s.heap_estimate() as f64 / N as f64);
+    let index: usize = s.buyers.chain_index().values().map(|index| index.len()).sum();
+    println!("growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation", s.buyers.chain_index().len(), s.heap_estimate() as f64 / N as f64);
 }

@@ -21,22 +21,27 @@ pub(super) struct Chunked<T> {
 }
 
 impl<T> Chunked<T> {
+    #[inline]
     pub(super) fn new() -> Chunked<T> {
         Chunked { chunks: Vec::new(), len: 0 }
     }
 
+    #[inline]
     pub(super) fn len(&self) -> usize {
         self.len
     }
 
+    #[inline]
     pub(super) fn get(&self, i: usize) -> Option<&T> {
         self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
     }
 
+    #[inline]
     pub(super) fn last(&self) -> Option<&T> {
         self.chunks.last()?.last()
     }
 
+    #[inline]
     pub(super) fn push(&mut self, v: T) {
         match self.chunks.last_mut() {
             Some(c) if c.len() < CHUNK => {
@@ -83,12 +88,14 @@ impl<T> Chunked<T> {
 impl<T> Index<usize> for Chunked<T> {
     type Output = T;
 
+    #[inline]
     fn index(&self, i: usize) -> &T {
         &self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
     }
 }
 
 impl<T> IndexMut<usize> for Chunked<T> {
+    #[inline]
     fn index_mut(&mut self, i: usize) -> &mut T {
         &mut self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
     }
@@ -108,6 +115,7 @@ pub(super) struct Arena {
 }
 
 impl Arena {
+    #[inline]
     pub(super) fn get(&self, off: u32) -> &[u8] {
         let c = &self.chunks[(off >> ARENA_BITS) as usize];
         let at = off as usize & (ARENA_CHUNK - 1);
@@ -117,11 +125,13 @@ impl Arena {
 
     /// Whether `entries` more entries get offsets that fit in 32 bits (each
     /// may open a chunk).
+    #[inline]
     pub(super) fn has_room(&self, entries: usize) -> bool {
         self.chunks.len() + entries <= 1 << (32 - ARENA_BITS)
     }
 
     /// Stores `bytes` (1 to 256 of them) and returns their offset.
+    #[inline]
     pub(super) fn intern(&mut self, bytes: &[u8]) -> u32 {
         let need = bytes.len() + 1;
         if self.chunks.last().is_none_or(|c| c.len() + need > ARENA_CHUNK) {

@@ -8,6 +8,7 @@ use crate::rules::digits::Digits;
 use super::NONE;
 
 /// Writes `<tag>-<seq>` into `out`.
+#[inline]
 pub(super) fn write_generated(out: &mut Digits, tag: u32, seq: u32) {
     out.extend(&tag_hex(tag));
     out.push(b'-');
@@ -15,6 +16,7 @@ pub(super) fn write_generated(out: &mut Digits, tag: u32, seq: u32) {
 }
 
 /// The eight lowercase hex digits of `tag`, as `write_generated` writes them.
+#[inline]
 fn tag_hex(tag: u32) -> [u8; 8] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     std::array::from_fn(|i| HEX[((tag >> (28 - 4 * i)) & 0xf) as usize])
@@ -22,6 +24,7 @@ fn tag_hex(tag: u32) -> [u8; 8] {
 
 /// `Some(n)` when `id` is `<tag>-<n>` written the way `write_generated` does.
 /// Runs several times per RESERVE: the tag is compared as eight bytes.
+#[inline]
 pub(super) fn parse_generated(id: &[u8], tag: u32) -> Option<u32> {
     let (Some(hex), Some((b'-', digits))) = (id.get(..8), id.get(8..).and_then(<[u8]>::split_first)) else {
         return None;

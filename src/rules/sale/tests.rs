@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use super::buyers::{walked_so_far, CHAIN_WALK};
+use super::chunks::{ARENA_CHUNK, CHUNK};
 use super::*;
 
 fn config(total: u64, limit: u64, hold_ms: u64) -> SaleConfig {
@@ -34,19 +36,6 @@ fn clock_does_not_matter_to_a_sold_out_sale_without_window_or_holds() {
     }
 }
 
-#[test]
-fn record_fields_pack_into_one_word() {
-    for state in [State::Pending, State::Confirmed, State::Released, State::Expired] {
-        for (qty, bucket, deadline) in [(1, 0, false), (MAX_TOTAL, MULTI, true), (12345, 1023, true)] {
-            let mut r = Record::new(qty, bucket, state, deadline, 7, GENERATED);
-            assert_eq!((r.qty(), r.bucket(), r.state(), r.has_deadline()), (qty, bucket, state, deadline));
-            r.set_state(State::Confirmed);
-            r.set_bucket(5);
-            assert_eq!((r.qty(), r.bucket(), r.state(), r.has_deadline()), (qty, 5, State::Confirmed, deadline));
-        }
-    }
-}
-
 /// A chain of many records: LIMIT from the counter, releases in any
 /// order unlink in place, the LIMIT reply names the newest live record.
 #[test]
@@ -54,7 +43,7 @@ fn long_chains_count_and_unlink() {
     let mut s = Sale::new(config(1_000_000, 1000, 0));
     let ids: Vec<Box<[u8]>> = (0..600).map(|i| reserve(&mut s, b"whale", 1, None, i).unwrap()).collect();
     reserve(&mut s, b"minnow", 1, None, 600).unwrap();
-    assert_eq!(s.buyer_qty(s.buyer_head(b"whale").unwrap()), 600);
+    assert_eq!(s.buyers.qty(&s.records, s.buyers.head(&s.records, b"whale").unwrap()), 600);
     // Every third from the middle out, then the newest: the head moves.
     for id in ids.iter().skip(1).step_by(3) {
         assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
@@ -91,10 +80,6 @@ fn retake_keeps_the_chain_sorted() {
     }
 }
 
-fn walked_so_far() -> usize {
-    WALKED.with(|w| w.get())
-}
-
 /// Retakes deep into a long chain go through the buyer's index, which
 /// RESERVE and RELEASE keep exact and which goes when the chain is
 /// short again; a retake near the head walks and builds nothing.
@@ -113,11 +98,11 @@ fn retake_into_a_long_chain_indexes_the_buyer() {
     }
     // 190 is 9 records from the head: a walk, no index.
     retake(&mut s, 190);
-    assert!(s.chain_index.is_empty());
+    assert!(s.buyers.chain_index().is_empty());
     // 150 is 48 deep: the buyer gets an index, and it serves the rest.
     let before = walked_so_far();
     retake(&mut s, 150);
-    assert_eq!(s.chain_index.len(), 1);
+    assert_eq!(s.buyers.chain_index().len(), 1);
     assert_eq!(walked_so_far() - before, CHAIN_WALK + 192);
     let before = walked_so_far();
     for i in [0, 2, 100, 1, 199, 99, 101] {
@@ -135,7 +120,7 @@ fn retake_into_a_long_chain_indexes_the_buyer() {
     assert_eq!(s.decide_reserve(b"whale", 1000, None, 300), Err(Refusal::Limit(Some(ids[199].clone()))));
     // Not persisted, not compared: a reload has no index and the same state.
     let back = crate::wire::encoding::decode(&crate::wire::encoding::encode(&s)).unwrap();
-    assert!(back == s && back.chain_index.is_empty());
+    assert!(back == s && back.buyers.chain_index().is_empty());
     back.check_internals().unwrap();
     // Down to `CHAIN_WALK / 2` live records, the index goes.
     // (The 9 retaken ones are confirmed: they stay.)
@@ -143,10 +128,10 @@ fn retake_into_a_long_chain_indexes_the_buyer() {
         if s.release(id, State::Released) == ReleaseOutcome::Released {
             s.check_internals().unwrap();
             let live = s.records().filter(|r| r.state().is_live() && r.user() == b"whale").count();
-            assert_eq!(s.chain_index.is_empty(), live <= CHAIN_WALK / 2, "{live} live");
+            assert_eq!(s.buyers.chain_index().is_empty(), live <= CHAIN_WALK / 2, "{live} live");
         }
     }
-    assert!(s.chain_index.is_empty());
+    assert!(s.buyers.chain_index().is_empty());
 }
 
 /// Retaking the 1000 oldest records of a long chain walks it once
@@ -175,7 +160,7 @@ fn retakes_walk_a_long_chain_once() {
         let takes = plain.plan_retake(id).unwrap();
         plain.retake(id, takes).unwrap();
     }
-    assert!(plain.chain_index.is_empty());
+    assert!(plain.buyers.chain_index().is_empty());
     plain.check_internals().unwrap();
 }
 
@@ -218,7 +203,7 @@ fn arena_chunks() {
     for i in 0..1000 {
         reserve(&mut s, &id(i + 5000), 1, Some(&id(i)), 0).unwrap();
     }
-    assert!(s.arena.chunks().len() >= 7 && s.arena.chunks().iter().all(|c| c.len() <= ARENA_CHUNK));
+    assert!(s.records.arena_chunks().len() >= 7 && s.records.arena_chunks().iter().all(|c| c.len() <= ARENA_CHUNK));
     for i in 0..1000 {
         assert_eq!(s.get(&id(i)).map(|r| r.user().to_vec()), Some(id(i + 5000)));
     }
@@ -349,7 +334,7 @@ proptest! {
             for u in 0..4u8 {
                 let user = [b'u', b'0' + u];
                 let (held, newest) = live.get(&user[..]).copied().unwrap_or_default();
-                let newest = newest.map(|seq| RecordView { sale: &s, seq }.id());
+                let newest = newest.map(|seq| s.view(seq).id());
                 let got = s.decide_reserve(&user, limit, None, now);
                 if held > 0 {
                     prop_assert_eq!(got, Err(Refusal::Limit(newest)));
