@@ -1,5 +1,5 @@
-//! The reserve decision, made and not applied yet (`Sale::accept_reserve`
-//! makes it).
+//! A RESERVE decided and not applied yet: what `Sale::accept_reserve`
+//! returns and `Sale::add_record` applies.
 
 use crate::rules::buckets::Take;
 use crate::rules::digits::Digits;

@@ -389,6 +389,7 @@ impl Records {
     }
 
     /// A released record takes stock again (a retake): from `takes`.
+    #[inline]
     pub(super) fn set_takes(&mut self, seq: u32, takes: &[Take]) {
         let bucket = self.keep_takes(seq, takes);
         self[seq].set_bucket(bucket);
@@ -396,6 +397,7 @@ impl Records {
 
     /// A live record is released (cause `Released`) or its hold ran out
     /// (`Expired`): returns the takes it held, for the buckets.
+    #[inline]
     pub(super) fn release(&mut self, seq: u32, cause: State) -> Vec<Take> {
         let takes = self.takes(seq);
         self.set_state(seq, cause);
@@ -404,6 +406,7 @@ impl Records {
     }
 
     /// Where the stock of record `seq` came from, while it is live.
+    #[inline]
     pub(super) fn takes(&self, seq: u32) -> Vec<Take> {
         let r = &self[seq];
         match (r.state().is_live(), r.bucket()) {
