@@ -5,7 +5,10 @@
 
 use crate::rules::digits::Digits;
 
-use super::NONE;
+/// No sequence number is this (`records::NONE` marks "no record"), so
+/// `<tag>-4294967295` is no generated id. Spelled here rather than
+/// imported: `records` builds on this file, not the other way round.
+pub(super) const NO_SEQ: u32 = u32::MAX;
 
 /// Writes `<tag>-<seq>` into `out`.
 #[inline]
@@ -40,7 +43,7 @@ pub(super) fn parse_generated(id: &[u8], tag: u32) -> Option<u32> {
         }
         n = n * 10 + u64::from(b - b'0');
     }
-    u32::try_from(n).ok().filter(|&n| n != NONE)
+    u32::try_from(n).ok().filter(|&n| n != NO_SEQ)
 }
 
 #[cfg(test)]
@@ -57,7 +60,7 @@ mod tests {
             let (tag, seq) = (x as u32, ((x >> 32) as u32) >> (x % 32));
             let mut id = Digits::default();
             write_generated(&mut id, tag, seq);
-            let want = (seq != NONE).then_some(seq);
+            let want = (seq != NO_SEQ).then_some(seq);
             assert_eq!(parse_generated(id.as_bytes(), tag), want, "{id:?}");
             assert_eq!(parse_generated(id.as_bytes(), tag ^ 1), None);
         }

@@ -69,6 +69,7 @@ impl Tally {
 
 /// No record: the end of a buyer's chain. No sequence number is `NONE`.
 pub(super) const NONE: u32 = u32::MAX;
+const _: () = assert!(NONE == super::ids::NO_SEQ);
 /// `Record::id` of a generated id, `<tag>-<seq>`.
 const GENERATED: u32 = u32::MAX;
 
