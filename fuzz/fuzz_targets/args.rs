@@ -22,7 +22,7 @@ fn sample_sale() -> Sale {
         split: None,
     });
     for (i, user) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
-        if let Ok(rec) = sale.decide_reserve(user, 2, None, 1000 + i as u64) {
+        if let Ok(rec) = sale.accept_reserve(user, 2, None, 1000 + i as u64) {
             let _ = sale.add_record(rec.as_new());
         }
     }

@@ -4,8 +4,18 @@
 //!
 //! Plain sales never send or receive: they carry no `Transfers` at all
 //! (`Sale::transfers` is `None`), so RESERVE pays nothing for this.
+//!
+//! SEND and RECV decide and apply here, over the parts of a sale they
+//! read or change, each named: the log (`Option<Box<Transfers>>`), the
+//! buckets, the units left in them, and the config (the split's peers and
+//! round, the total the key started with). `Sale` only lends them out.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use crate::rules::buckets::{Buckets, Take};
+use crate::rules::config::{SaleConfig, SplitConfig, MAX_TOTAL};
+use crate::rules::outcome::{EffectError, TransferRefusal};
+use crate::rules::reservation::valid_id;
 
 /// Cumulative units sent to and received from one peer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -49,17 +59,205 @@ impl Transfers {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SendDecision {
     /// Take these units (from these buckets) and send them.
-    Take(Vec<crate::rules::buckets::Take>),
+    Take(Vec<Take>),
     /// The tid was seen before: nothing more is taken.
     Repeated,
     /// Less than MIN is there to take: nothing is taken.
     BelowMin,
 }
 
+/// Units sent and received, summed over peers (zero for a plain sale).
+pub fn totals(log: Option<&Transfers>) -> Counters {
+    log.map_or(Counters::default(), |t| t.totals)
+}
+
+/// Units sent to and received from `peer`.
+pub fn counters(log: Option<&Transfers>, peer: &[u8]) -> Counters {
+    log.map_or_else(Counters::default, |t| t.counters(peer))
+}
+
+/// `total + received - sent`: the units a key that started with `total`
+/// holds in any form. `None` when the counters do not add up (never in a
+/// sale built through its checked methods).
+pub fn capacity(total: u64, log: Option<&Transfers>) -> Option<u128> {
+    let t = totals(log);
+    (u128::from(total) + u128::from(t.received)).checked_sub(u128::from(t.sent))
+}
+
+/// Whether a SEND or RECV between this key and `peer` in `round` may go
+/// ahead: only a part of a split sale, in its own round, with a peer it
+/// declared.
+pub fn check_transfer(split: Option<&SplitConfig>, peer: &[u8], round: &[u8]) -> Result<(), TransferRefusal> {
+    let split = split.ok_or(TransferRefusal::NotSplit)?;
+    if *split.round != *round {
+        return Err(TransferRefusal::StaleRound);
+    }
+    if !split.declares(peer) {
+        return Err(TransferRefusal::UnknownPeer);
+    }
+    Ok(())
+}
+
+/// Effects move stock only between declared peers (a replayed effect was
+/// checked on the master; this keeps a crafted one out).
+fn check_peer(split: Option<&SplitConfig>, peer: &[u8]) -> Result<(), EffectError> {
+    match split {
+        Some(split) if split.declares(peer) => Ok(()),
+        _ => Err(EffectError("the peer is not a declared peer of a split sale")),
+    }
+}
+
+/// Decides a SEND of up to `qty` units (tid `tid`) without changing
+/// anything: `min(qty, remaining)` from the remaining stock only (pending
+/// and confirmed units stay), unless the tid was seen or that is below
+/// `min`.
+pub fn decide_send(log: Option<&Transfers>, buckets: &Buckets, remaining: u64, qty: u64, min: u64, tid: &[u8]) -> SendDecision {
+    if log.is_some_and(|t| t.tids.contains(tid)) {
+        return SendDecision::Repeated;
+    }
+    let take = qty.min(remaining);
+    if take < min.max(1) {
+        return SendDecision::BelowMin;
+    }
+    match buckets.plan_send(take) {
+        Some(takes) => SendDecision::Take(takes),
+        None => SendDecision::BelowMin,
+    }
+}
+
+/// Plans a RECV of `peer`'s cumulative `sent_total` into a key that
+/// started with `total`: the buckets that take the credit, `Ok(None)` when
+/// there is nothing to credit, an error when the credit would take the key
+/// past `MAX_TOTAL` units.
+pub fn plan_recv(log: Option<&Transfers>, total: u64, buckets: &Buckets, peer: &[u8], sent_total: u64) -> Result<Option<Vec<Take>>, EffectError> {
+    let credit = sent_total.saturating_sub(counters(log, peer).received);
+    if credit == 0 {
+        return Ok(None);
+    }
+    check_credit(log, total, credit)?;
+    Ok(Some(buckets.plan_credit(credit)))
+}
+
+/// A key never holds more than `MAX_TOTAL` units, and its counters stay
+/// within 64 bits.
+fn check_credit(log: Option<&Transfers>, total: u64, credit: u64) -> Result<(), EffectError> {
+    let held = capacity(total, log).ok_or(EffectError("transfer counters do not add up"))?;
+    if held + u128::from(credit) > u128::from(MAX_TOTAL) {
+        return Err(EffectError("the credit would take the sale past 10^15 units"));
+    }
+    totals(log).received.checked_add(credit).ok_or(EffectError("received counter overflows"))?;
+    Ok(())
+}
+
+/// The parts of a sale that SEND, RECV and a restore change, borrowed one
+/// by one: nothing else of the sale is in reach.
+pub struct Parts<'a> {
+    pub config: &'a SaleConfig,
+    /// `None` until the first transfer.
+    pub log: &'a mut Option<Box<Transfers>>,
+    pub buckets: &'a mut Buckets,
+    /// The units left in `buckets` (kept equal to their sum).
+    pub remaining: &'a mut u64,
+}
+
+impl Parts<'_> {
+    /// Sends the units `takes` names to `peer` and records `tid`; refused,
+    /// changing nothing, when it does not fit.
+    pub fn send(self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+        if !valid_id(peer) || !valid_id(tid) {
+            return Err(EffectError("bad peer or transfer id"));
+        }
+        check_peer(self.config.split.as_ref(), peer)?;
+        if self.log.as_ref().is_some_and(|t| t.tids.contains(tid)) {
+            return Err(EffectError("transfer id seen before"));
+        }
+        let qty = takes.iter().try_fold(0u64, |s, t| s.checked_add(t.qty)).ok_or(EffectError("take overflows"))?;
+        if qty == 0 || !self.buckets.valid_transfer(takes, qty) || !self.buckets.can_take(takes) {
+            return Err(EffectError("stock is not there to send"));
+        }
+        let log = self.log.as_deref();
+        let sent = counters(log, peer).sent.checked_add(qty).ok_or(EffectError("sent counter overflows"))?;
+        totals(log).sent.checked_add(qty).ok_or(EffectError("sent counter overflows"))?;
+        self.buckets.send(takes);
+        *self.remaining -= qty;
+        let t = self.log.get_or_insert_with(Box::default);
+        t.peers.entry(peer.into()).or_default().sent = sent;
+        t.totals.sent += qty;
+        t.tids.insert(tid.into());
+        Ok(())
+    }
+
+    /// Credits what `peer` sent beyond what was received from it, to the
+    /// buckets `credits` names; refused, changing nothing, when it does not
+    /// fit.
+    pub fn recv(self, peer: &[u8], sent_total: u64, credits: &[Take]) -> Result<(), EffectError> {
+        if !valid_id(peer) {
+            return Err(EffectError("bad peer"));
+        }
+        check_peer(self.config.split.as_ref(), peer)?;
+        let log = self.log.as_deref();
+        let credit = sent_total.checked_sub(counters(log, peer).received).filter(|&c| c > 0);
+        let credit = credit.ok_or(EffectError("nothing to credit"))?;
+        if !self.buckets.valid_transfer(credits, credit) {
+            return Err(EffectError("credits do not add up to what was sent"));
+        }
+        check_credit(log, self.config.total, credit)?;
+        self.buckets.credit(credits);
+        *self.remaining += credit;
+        let t = self.log.get_or_insert_with(Box::default);
+        t.peers.entry(peer.into()).or_default().received = sent_total;
+        t.totals.received += credit;
+        Ok(())
+    }
+
+    /// Restores the transfer state of a sale without records (the caller
+    /// checks that, and that `allocation` has a bucket per shard): bucket
+    /// allocations (buckets full), peers, and `tids`; a sale restored
+    /// before must get the same allocations and peers, and `tids` are
+    /// added to its own (an AOF rewrite spreads them). The allocations must
+    /// add up to `total + received - sent`, at most `MAX_TOTAL`.
+    pub fn restore(self, allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>>) -> Result<(), EffectError> {
+        let mut t = Transfers::default();
+        for (peer, c) in peers {
+            if !valid_id(&peer) || t.peers.insert(peer, c).is_some() {
+                return Err(EffectError("bad or repeated peer"));
+            }
+        }
+        // A split sale's counters name only its declared peers; a sale from
+        // before peers were declared keeps its counters but moves no more.
+        if let Some(split) = &self.config.split {
+            if !t.peers.keys().all(|p| split.declares(p)) {
+                return Err(EffectError("transfers name a peer the sale did not declare"));
+            }
+        }
+        // A later restore of the same sale only adds transfer ids.
+        if let Some(had) = self.log.as_deref() {
+            if had.peers != t.peers || self.buckets.allocation() != allocation.as_slice() {
+                return Err(EffectError("transfers restore differs from the restored state"));
+            }
+            t.tids = had.tids.clone();
+        }
+        if !tids.iter().all(|tid| valid_id(tid)) {
+            return Err(EffectError("bad transfer id"));
+        }
+        t.tids.extend(tids);
+        let totals = t.sum().ok_or(EffectError("transfer counters overflow"))?;
+        t.totals = totals;
+        let held = (u128::from(self.config.total) + u128::from(totals.received)).checked_sub(u128::from(totals.sent));
+        let sum: u128 = allocation.iter().map(|&a| u128::from(a)).sum();
+        if held != Some(sum) || sum > u128::from(MAX_TOTAL) {
+            return Err(EffectError("allocations do not add up to total + received - sent"));
+        }
+        *self.remaining = sum as u64;
+        *self.buckets = Buckets::with_allocation(allocation);
+        *self.log = Some(Box::new(t));
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::buckets::Take;
     use crate::rules::effect::Effect;
     use crate::wire::encoding::{decode, encode};
     use crate::rules::reservation::State;

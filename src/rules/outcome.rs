@@ -1,0 +1,48 @@
+//! What a sale's changes answer: a refused RESERVE, the outcome of a
+//! RELEASE or CONFIRM, a refused transfer, an effect that does not fit.
+//!
+//! Apart from `sale` because `transfers` answers with them too, and
+//! `sale` imports `transfers`: here both import them without a circle.
+//! `sale` re-exports them, so their outside paths stay `rules::sale::*`.
+
+/// Why a RESERVE changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    Duplicate(Box<[u8]>),
+    NotStarted,
+    Ended,
+    /// Carries the user's latest live reservation id.
+    Limit(Option<Box<[u8]>>),
+    SoldOut,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    Released,
+    AlreadyReleased,
+    Confirmed,
+    NotFound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfirmOutcome {
+    Confirmed,
+    AlreadyConfirmed,
+    Released,
+    NotFound,
+}
+
+/// Why a SEND or RECV is refused before anything is decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferRefusal {
+    /// A plain sale: it was not created as a part of a split sale.
+    NotSplit,
+    /// The call names another round than the key's.
+    StaleRound,
+    /// The peer is not one the key declared.
+    UnknownPeer,
+}
+
+/// A change that does not fit the state it is applied to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectError(pub &'static str);

@@ -1,0 +1,66 @@
+//! A RESERVE decided and not applied yet: what `Sale::accept_reserve`
+//! returns and `Sale::add_record` applies.
+
+use crate::rules::buckets::Take;
+use crate::rules::digits::Digits;
+use crate::rules::reservation::{NewRecord, Reservation, State};
+
+/// A RESERVE the sale accepted, not applied yet: `add_record(a.as_new())`
+/// applies it, on the master as a replayed PENDING effect does. Borrowed
+/// and inline, so accepting allocates nothing unless the take borrows from
+/// several buckets.
+#[derive(Debug)]
+pub struct Accepted<'a> {
+    pub(super) id: AcceptedId<'a>,
+    pub user: &'a [u8],
+    pub qty: u64,
+    pub created_ms: u64,
+    pub deadline_ms: u64,
+    pub(super) takes: Takes,
+}
+
+/// A client's REQID, borrowed, or the generated id, inline.
+#[derive(Debug)]
+pub(super) enum AcceptedId<'a> {
+    Client(&'a [u8]),
+    Generated(Digits),
+}
+
+/// Where an accepted reservation's units come from.
+#[derive(Debug)]
+pub(super) enum Takes {
+    One([Take; 1]),
+    Many(Vec<Take>),
+}
+
+impl Accepted<'_> {
+    pub fn id(&self) -> &[u8] {
+        match &self.id {
+            AcceptedId::Client(id) => id,
+            AcceptedId::Generated(id) => id.as_bytes(),
+        }
+    }
+
+    pub fn takes(&self) -> &[Take] {
+        match &self.takes {
+            Takes::One(one) => one,
+            Takes::Many(many) => many,
+        }
+    }
+
+    pub fn as_new(&self) -> NewRecord<'_> {
+        NewRecord {
+            id: self.id(),
+            user: self.user,
+            qty: self.qty,
+            state: State::Pending,
+            created_ms: self.created_ms,
+            deadline_ms: self.deadline_ms,
+            takes: self.takes(),
+        }
+    }
+
+    pub fn to_reservation(&self) -> Reservation {
+        self.as_new().to_owned()
+    }
+}
