@@ -207,7 +207,14 @@ fn live(s: State) -> bool {
 
 impl Model {
     fn new(cfg: SaleConfig) -> Model {
-        Model { cfg, recs: Vec::new(), index: HashMap::new(), ledger_users: HashSet::new(), peers: Default::default(), tids: HashSet::new() }
+        Model {
+            cfg,
+            recs: Vec::new(),
+            index: HashMap::new(),
+            ledger_users: HashSet::new(),
+            peers: Default::default(),
+            tids: HashSet::new(),
+        }
     }
 
     /// `total + received - sent`.
@@ -298,10 +305,7 @@ impl Model {
         if !self.index.contains_key(base.as_bytes()) {
             return base.into_bytes();
         }
-        (1..)
-            .map(|k| format!("{base}-{k}").into_bytes())
-            .find(|id| !self.index.contains_key(id))
-            .unwrap_or_default()
+        (1..).map(|k| format!("{base}-{k}").into_bytes()).find(|id| !self.index.contains_key(id)).unwrap_or_default()
     }
 
     /// RESERVE, after expiry. SPEC order: DUPLICATE, window, LIMIT, SOLD_OUT.
@@ -445,7 +449,13 @@ fn check_sale_consistent(s: &Sale) -> Result<(), String> {
     let io = s.transfer_totals().ok_or("transfer counters overflow")?;
     let held = u128::from(s.remaining()) + u128::from(t.pending) + u128::from(t.confirmed);
     if held + u128::from(io.sent) != u128::from(c.total) + u128::from(io.received) {
-        return Err(format!("remaining {} + pending {} + confirmed {} != total {} + {io:?}", s.remaining(), t.pending, t.confirmed, c.total));
+        return Err(format!(
+            "remaining {} + pending {} + confirmed {} != total {} + {io:?}",
+            s.remaining(),
+            t.pending,
+            t.confirmed,
+            c.total
+        ));
     }
     // The allocations start as the even split and follow the transfers.
     if s.transfers().is_none() && s.buckets().allocation() != Buckets::new(c.total, c.shards).remaining() {
@@ -852,10 +862,38 @@ fn aof_rebuild(s: &Sale, chunk: usize) -> Sale {
 
 fn token_strategy(ids: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> + Clone {
     let words: Vec<Vec<u8>> = [
-        "0", "1", "2", "3", "4", "5", "7", "12", "100", "1023", "1024", "1025", "4294967295", "4294967296",
-        "1000000000000000", "1000000000000001", "9223372036854775807", "18446744073709551615",
-        "18446744073709551616", "-1", "", "x", "STREAM", "s", "alice", "bob", "erin", "no-such-id", "req-0", "req-1",
-        "RECORDS", "EXPIRE",
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "7",
+        "12",
+        "100",
+        "1023",
+        "1024",
+        "1025",
+        "4294967295",
+        "4294967296",
+        "1000000000000000",
+        "1000000000000001",
+        "9223372036854775807",
+        "18446744073709551615",
+        "18446744073709551616",
+        "-1",
+        "",
+        "x",
+        "STREAM",
+        "s",
+        "alice",
+        "bob",
+        "erin",
+        "no-such-id",
+        "req-0",
+        "req-1",
+        "RECORDS",
+        "EXPIRE",
     ]
     .iter()
     .map(|w| w.as_bytes().to_vec())
@@ -1379,7 +1417,7 @@ fn generated_ids_skip_client_ids() {
     let cfg = plain(5, 2, 5, 0);
     let steps = vec![
         (0, Cmd::Reserve { user: 0, qty: 1, reqid: Some(4) }), // "0000002a-0" as REQID
-        (0, Cmd::Reserve { user: 1, qty: 1, reqid: None }),   // must skip to "-1"
+        (0, Cmd::Reserve { user: 1, qty: 1, reqid: None }),    // must skip to "-1"
         (0, Cmd::Reserve { user: 2, qty: 1, reqid: Some(5) }), // "0000002a-1": DUPLICATE
     ];
     let t = run(&cfg, &steps);

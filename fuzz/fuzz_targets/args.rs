@@ -4,10 +4,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use redis_seckill::wire::args::{parse_init, parse_reconcile, parse_reserve, parse_rid};
 use redis_seckill::rules::effect::Effect;
-use redis_seckill::wire::effect_args::EffectArgs;
 use redis_seckill::rules::sale::{Sale, SaleConfig, OPEN_END};
+use redis_seckill::wire::args::{parse_init, parse_reconcile, parse_reserve, parse_rid};
+use redis_seckill::wire::effect_args::EffectArgs;
 
 fn sample_sale() -> Sale {
     let mut sale = Sale::new(SaleConfig {

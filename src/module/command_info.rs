@@ -44,13 +44,7 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 10] = [
     (c"seckill.effect", -3, Keys::Sale { write: true }, c"Internal: apply a replicated effect.", c"admin slow dangerous"),
     // The peer is a key name but not a key of this call: it usually lives
     // on another node, and the command never opens it.
-    (
-        c"seckill.send",
-        -4,
-        Keys::Sale { write: true },
-        c"Move remaining stock towards a peer key of a split sale.",
-        c"write fast",
-    ),
+    (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale.", c"write fast"),
     (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total.", c"write fast"),
 ];
 

@@ -9,22 +9,22 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
-use crate::wire::args::{self, ArgError};
 use crate::module::commit::{Committer, DueHolds, Origin, Writer};
 use crate::module::datatype::SALE_TYPE;
-use crate::rules::effect::Effect;
 use crate::module::node::now_ms;
-use crate::rules::reconcile::reconcile_orders;
-use crate::module::reply::Reply;
-use crate::rules::report::Report;
-use crate::rules::reservation::State;
-use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
 use crate::module::rawapi;
+use crate::module::reply::Reply;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
+use crate::rules::effect::Effect;
+use crate::rules::reconcile::reconcile_orders;
+use crate::rules::report::Report;
+use crate::rules::reservation::State;
 use crate::rules::sale::TransferRefusal;
-use crate::wire::effect_args::EffectArgs;
+use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
 use crate::rules::transfers::SendDecision;
+use crate::wire::args::{self, ArgError};
+use crate::wire::effect_args::EffectArgs;
 
 /// One call's arguments: the key name (every command has one), the bytes
 /// of every argument (command name first), and Redis's own strings for
@@ -259,8 +259,7 @@ fn settle(ctx: &Context, call: &Call, finish: Settle) -> RedisResult {
     // The call appends to the stream if the reservation is pending or holds
     // ran out (their release is appended too).
     let now = now_ms();
-    let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending)
-        || sale.next_deadline().is_some_and(|d| d <= now);
+    let appends = sale.get(rid).is_some_and(|r| r.state() == State::Pending) || sale.next_deadline().is_some_and(|d| d <= now);
     let stream = if appends { sale_stream(ctx, name, sale)? } else { None };
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     let status = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| Ok::<_, RedisError>(finish(w, sale, rid)))?;
@@ -436,10 +435,20 @@ fn effect(ctx: &Context, call: &Call) -> RedisResult {
 
 /// The stream entry a PENDING effect carried: appended here with the
 /// master's id and trimmed to the master's length.
-fn replay_stream_entry(ctx: &Context, sale: &Sale, recs: &[crate::rules::reservation::Reservation], tail: crate::wire::effect_args::StreamTail) {
+fn replay_stream_entry(
+    ctx: &Context,
+    sale: &Sale,
+    recs: &[crate::rules::reservation::Reservation],
+    tail: crate::wire::effect_args::StreamTail,
+) {
     let (Some(stream), [r]) = (&sale.config().stream, recs) else { return };
     let Some(rec) = sale.get(&r.id) else { return };
-    let entry = crate::module::stream::Entry { event: crate::rules::effect::Event::Reserved.word().as_bytes(), rid: &r.id, user: rec.user(), qty: rec.qty() };
+    let entry = crate::module::stream::Entry {
+        event: crate::rules::effect::Event::Reserved.word().as_bytes(),
+        rid: &r.id,
+        user: rec.user(),
+        qty: rec.qty(),
+    };
     let result = StreamKey::open(ctx, &stream.key)
         .and_then(|key| crate::module::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));
     if let Err(e) = result {

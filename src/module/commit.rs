@@ -12,13 +12,13 @@ use redis_module::{Context, RedisError, RedisString};
 
 use crate::module::datatype::SALE_TYPE;
 
-use crate::rules::effect::{single_record, Effect, Event};
-use crate::wire::effect_args::{pending_form, EffectArgs, EFFECT_COMMAND};
 use crate::module::rawapi::{self, Arg};
-use crate::rules::reservation::NewRecord;
-use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
 use crate::module::stats;
 use crate::module::stream::StreamKey;
+use crate::rules::effect::{single_record, Effect, Event};
+use crate::rules::reservation::NewRecord;
+use crate::rules::sale::{Accepted, EffectError, Sale, SaleConfig};
+use crate::wire::effect_args::{pending_form, EffectArgs, EFFECT_COMMAND};
 
 /// Holds a command releases lazily before its own work; the timer does the
 /// rest.
@@ -185,7 +185,12 @@ impl<'a> Committer<'a> {
         self.apply_and_publish(sale, Change::Effect(effect), |sale| effect.apply(sale))
     }
 
-    fn apply_and_publish(&self, sale: &mut Sale, change: Change, apply: impl FnOnce(&mut Sale) -> Result<(), EffectError>) -> Result<(), EffectError> {
+    fn apply_and_publish(
+        &self,
+        sale: &mut Sale,
+        change: Change,
+        apply: impl FnOnce(&mut Sale) -> Result<(), EffectError>,
+    ) -> Result<(), EffectError> {
         let had_holds = sale.next_deadline().is_some();
         if let Err(e) = apply(sale) {
             stats::EFFECTS_REFUSED.add(1);
@@ -238,7 +243,8 @@ impl<'a> Committer<'a> {
         let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
-        let entry = crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: rec.id, user: view.user(), qty: view.qty() };
+        let entry =
+            crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: rec.id, user: view.user(), qty: view.qty() };
         match crate::module::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
             Ok(added) => Some(Carried { stream: opened, added, rec, user, nums }),
             Err(e) => {

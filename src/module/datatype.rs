@@ -8,10 +8,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use redis_module::native_types::RedisType;
 use redis_module::{raw, ContextFlags};
 
-use crate::wire::effect_args::{EffectArgs, EFFECT_COMMAND};
-use crate::wire::encoding;
 use crate::module::rawapi;
 use crate::rules::sale::Sale;
+use crate::wire::effect_args::{EffectArgs, EFFECT_COMMAND};
+use crate::wire::encoding;
 
 /// Bumped with the persisted format; `encoding` reads every older version.
 pub const ENCODING_VERSION: i32 = 3;
@@ -123,11 +123,7 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
     }
 }
 
-unsafe extern "C" fn copy(
-    _from: *mut raw::RedisModuleString,
-    _to: *mut raw::RedisModuleString,
-    value: *const c_void,
-) -> *mut c_void {
+unsafe extern "C" fn copy(_from: *mut raw::RedisModuleString, _to: *mut raw::RedisModuleString, value: *const c_void) -> *mut c_void {
     match catch_unwind(AssertUnwindSafe(|| sale(value).clone())) {
         Ok(s) => Box::into_raw(Box::new(s)).cast::<c_void>(),
         Err(_) => std::ptr::null_mut(),

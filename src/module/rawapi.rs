@@ -72,9 +72,7 @@ static CONSTANTS: std::sync::OnceLock<Constants> = std::sync::OnceLock::new();
 /// The kept module string for `word`, if it is one of `WORDS`.
 pub fn constant(word: &[u8]) -> Option<*mut raw::RedisModuleString> {
     let c = CONSTANTS.get_or_init(|| {
-        Constants(WORDS.map(|w| unsafe {
-            raw::RedisModule_CreateString.unwrap()(null_mut(), w.as_ptr().cast::<c_char>(), w.len())
-        }))
+        Constants(WORDS.map(|w| unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), w.as_ptr().cast::<c_char>(), w.len()) }))
     });
     WORDS.iter().position(|&w| w == word).map(|i| c.0[i])
 }
@@ -227,13 +225,11 @@ pub fn replicate_args(ctx: &Context, cmd: &CStr, key: *mut raw::RedisModuleStrin
             [B(a)] => f(c, k, c"ssb".as_ptr(), key, w, p(a), a.len()),
             [B(a), B(u), B(n)] => f(c, k, c"ssbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len()),
             [B(a), S(u), B(n)] => f(c, k, c"ssbsb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len()),
-            [B(a), B(u), B(n), B(e)] => {
-                f(c, k, c"ssbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len())
-            }
+            [B(a), B(u), B(n), B(e)] => f(c, k, c"ssbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len()),
             [B(a), S(u), B(n), B(e)] => f(c, k, c"ssbsbb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len(), p(e), e.len()),
-            [B(a), B(u), B(n), B(e), B(l)] => f(
-                c, k, c"ssbbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len(), p(l), l.len(),
-            ),
+            [B(a), B(u), B(n), B(e), B(l)] => {
+                f(c, k, c"ssbbbbb".as_ptr(), key, w, p(a), a.len(), p(u), u.len(), p(n), n.len(), p(e), e.len(), p(l), l.len())
+            }
             [B(a), S(u), B(n), B(e), B(l)] => {
                 f(c, k, c"ssbsbbb".as_ptr(), key, w, p(a), a.len(), u, p(n), n.len(), p(e), e.len(), p(l), l.len())
             }

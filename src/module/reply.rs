@@ -7,8 +7,8 @@ use std::os::raw::{c_char, c_long};
 
 use redis_module::{raw, Context, RedisResult, RedisValue};
 
-use crate::wire::args::Format;
 use crate::rules::report::{Doc, Value};
+use crate::wire::args::Format;
 
 pub enum Reply {
     Null,

@@ -61,10 +61,34 @@ pub static RECV_NOTHING: Counter = Counter::new("recv_nothing");
 pub static TRANSFERS_REFUSED: Counter = Counter::new("transfers_refused");
 
 static ALL: [&Counter; 28] = [
-    &INIT_CREATED, &INIT_EXISTS, &RESERVED, &NO_SALE, &DUPLICATE, &NOT_STARTED, &ENDED, &LIMIT, &SOLD_OUT,
-    &RELEASED, &CONFIRMED, &LATE, &NOT_FOUND, &EXPIRED, &RECONCILED, &EFFECTS_APPLIED, &EFFECTS_REFUSED,
-    &EFFECTS_DENIED, &EXPIRY_VISITS, &PANICS, &SENDS, &UNITS_SENT, &SEND_REPEATED, &SEND_BELOW_MIN, &RECVS,
-    &UNITS_RECEIVED, &RECV_NOTHING, &TRANSFERS_REFUSED,
+    &INIT_CREATED,
+    &INIT_EXISTS,
+    &RESERVED,
+    &NO_SALE,
+    &DUPLICATE,
+    &NOT_STARTED,
+    &ENDED,
+    &LIMIT,
+    &SOLD_OUT,
+    &RELEASED,
+    &CONFIRMED,
+    &LATE,
+    &NOT_FOUND,
+    &EXPIRED,
+    &RECONCILED,
+    &EFFECTS_APPLIED,
+    &EFFECTS_REFUSED,
+    &EFFECTS_DENIED,
+    &EXPIRY_VISITS,
+    &PANICS,
+    &SENDS,
+    &UNITS_SENT,
+    &SEND_REPEATED,
+    &SEND_BELOW_MIN,
+    &RECVS,
+    &UNITS_RECEIVED,
+    &RECV_NOTHING,
+    &TRANSFERS_REFUSED,
 ];
 
 /// The `INFO seckill` section (Redis prefixes each field with `seckill_`).

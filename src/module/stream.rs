@@ -11,8 +11,8 @@ use std::ptr::null_mut;
 
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags};
 
-use crate::rules::digits::Digits;
 use crate::module::rawapi::ModuleStrings;
+use crate::rules::digits::Digits;
 use crate::rules::sale::Sale;
 
 /// One entry: `event <word> rid <id> user <user> qty <qty>`.
@@ -59,8 +59,7 @@ impl StreamKey {
 }
 
 /// The error when a sale that has written its stream finds no stream here.
-pub const STREAM_AWAY: &str =
-    "TRYAGAIN the sale's STREAM key is not on this node (slot migration in progress?); retry later";
+pub const STREAM_AWAY: &str = "TRYAGAIN the sale's STREAM key is not on this node (slot migration in progress?); retry later";
 
 /// Opens the stream of the sale at `name` for this call's appends (`None`:
 /// the sale has no stream, or it is a copy under another name than the
@@ -132,7 +131,11 @@ pub struct Added {
 
 /// Adds `entry` (an automatic id) and trims approximately to `maxlen`,
 /// without replicating: the caller carries the result inside its effect.
-fn add(stream: &StreamKey, maxlen: Option<u64>, fields: &mut [*mut raw::RedisModuleString; 8]) -> Result<(raw::RedisModuleStreamID, Option<u64>), &'static str> {
+fn add(
+    stream: &StreamKey,
+    maxlen: Option<u64>,
+    fields: &mut [*mut raw::RedisModuleString; 8],
+) -> Result<(raw::RedisModuleStreamID, Option<u64>), &'static str> {
     let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
     let added = unsafe {
         raw::RedisModule_StreamAdd.unwrap()(
@@ -183,7 +186,14 @@ pub fn append_unreplicated(stream: &StreamKey, maxlen: Option<u64>, entry: &Entr
 /// A replica's (or AOF replay's) append of the entry the master carried in
 /// its effect: the master's id, then an exact trim to the master's length,
 /// as Redis replays `XADD key MAXLEN = n id ...`. Announced like XADD.
-pub fn append_replayed(ctx: &Context, stream: &StreamKey, ms: u64, seq: u64, length: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
+pub fn append_replayed(
+    ctx: &Context,
+    stream: &StreamKey,
+    ms: u64,
+    seq: u64,
+    length: Option<u64>,
+    entry: &Entry,
+) -> Result<(), &'static str> {
     let mut strings = ModuleStrings(Vec::with_capacity(4));
     let mut qty = Digits::default();
     let mut f = fields(&mut strings, entry, &mut qty);
@@ -215,7 +225,9 @@ pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &En
     unsafe {
         let replicate = raw::RedisModule_Replicate.unwrap();
         match length {
-            Some(n) => replicate(ctx.ctx, c"XADD".as_ptr(), c"scclbv".as_ptr(), name, c"MAXLEN".as_ptr(), c"=".as_ptr(), n, idp, idl, fp, fl),
+            Some(n) => {
+                replicate(ctx.ctx, c"XADD".as_ptr(), c"scclbv".as_ptr(), name, c"MAXLEN".as_ptr(), c"=".as_ptr(), n, idp, idl, fp, fl)
+            }
             None => replicate(ctx.ctx, c"XADD".as_ptr(), c"sbv".as_ptr(), name, idp, idl, fp, fl),
         };
     }

@@ -246,10 +246,7 @@ mod tests {
     fn take_borrows_from_other_buckets() {
         let mut b = Buckets::new(4, 4);
         let plan = b.plan_take(3, 3).unwrap();
-        assert_eq!(
-            plan,
-            vec![Take { bucket: 3, qty: 1 }, Take { bucket: 0, qty: 1 }, Take { bucket: 1, qty: 1 }]
-        );
+        assert_eq!(plan, vec![Take { bucket: 3, qty: 1 }, Take { bucket: 0, qty: 1 }, Take { bucket: 1, qty: 1 }]);
         b.take(&plan);
         assert_eq!(b.remaining(), &[0, 0, 1, 0]);
         assert!(b.plan_take(0, 2).is_none());

@@ -101,7 +101,6 @@ pub struct SaleConfig {
     pub split: Option<SplitConfig>,
 }
 
-
 impl SplitConfig {
     /// A split sale's round and declared peers (INIT's `SPLIT round n
     /// peer...`): the round 1 to `MAX_ROUND` bytes, each peer a key name
@@ -180,9 +179,24 @@ mod tests {
             (SaleConfig { hold_ms: MAX_TIME_MS + 1, ..plain() }, "HOLD must be from 0 to"),
             (SaleConfig { start_ms: 5, end_ms: 5, ..plain() }, "START must be before END"),
             (SaleConfig { end_ms: MAX_TIME_MS + 1, ..plain() }, "END must be from 1 to"),
-            (SaleConfig { stream: Some(StreamConfig { key: Box::default(), maxlen: None, owner: Box::default() }), ..plain() }, "STREAM key"),
-            (SaleConfig { stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(0), owner: Box::default() }), ..plain() }, "MAXLEN"),
-            (SaleConfig { split: Some(SplitConfig { round: b"r".to_vec().into(), peers: vec![b"b".to_vec().into(), b"a".to_vec().into()].into() }), ..plain() }, "sorted"),
+            (
+                SaleConfig { stream: Some(StreamConfig { key: Box::default(), maxlen: None, owner: Box::default() }), ..plain() },
+                "STREAM key",
+            ),
+            (
+                SaleConfig { stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(0), owner: Box::default() }), ..plain() },
+                "MAXLEN",
+            ),
+            (
+                SaleConfig {
+                    split: Some(SplitConfig {
+                        round: b"r".to_vec().into(),
+                        peers: vec![b"b".to_vec().into(), b"a".to_vec().into()].into(),
+                    }),
+                    ..plain()
+                },
+                "sorted",
+            ),
         ];
         for (config, text) in bad {
             let err = config.check().unwrap_err().0;

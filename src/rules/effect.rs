@@ -28,13 +28,25 @@ pub enum Effect {
     /// many rows it fixed.
     Batch(Vec<Effect>),
     /// SECKILL.SEND: units leave these buckets for `peer`; `tid` is recorded.
-    Send { peer: Box<[u8]>, tid: Box<[u8]>, takes: Vec<Take> },
+    Send {
+        peer: Box<[u8]>,
+        tid: Box<[u8]>,
+        takes: Vec<Take>,
+    },
     /// SECKILL.RECV: `peer`'s cumulative `sent_total`, and the buckets that
     /// take the credit (`sent_total - received[peer]` units).
-    Recv { peer: Box<[u8]>, sent_total: u64, credits: Vec<Take> },
+    Recv {
+        peer: Box<[u8]>,
+        sent_total: u64,
+        credits: Vec<Take>,
+    },
     /// AOF rewrite: the transfer state of a sale without records yet (its
     /// bucket allocations, peers and some of its transfer ids).
-    Transfers { allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>> },
+    Transfers {
+        allocation: Vec<u64>,
+        peers: Vec<(Box<[u8]>, Counters)>,
+        tids: Vec<Box<[u8]>>,
+    },
 }
 
 /// What a write's effect means for notifications and the stream.
@@ -136,7 +148,6 @@ impl Effect {
             Effect::Batch(fixes) => fixes.iter().for_each(|fix| fix.each_event(f)),
         }
     }
-
 }
 
 /// Transfer ids per TRANSFERS effect of an AOF rewrite.
@@ -287,6 +298,4 @@ mod tests {
         assert_eq!(sale.tally().confirmed, 5);
         assert!(sale.invariant_holds());
     }
-
-
 }

@@ -197,7 +197,17 @@ mod tests {
 
     #[test]
     fn json_keeps_the_fields_their_order_and_numbers() {
-        let mut s = Sale::new(SaleConfig { total: 10, shards: 2, limit: 3, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 1, split: None });
+        let mut s = Sale::new(SaleConfig {
+            total: 10,
+            shards: 2,
+            limit: 3,
+            hold_ms: 0,
+            start_ms: 0,
+            end_ms: OPEN_END,
+            stream: None,
+            tag: 1,
+            split: None,
+        });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
         s.add_record(rec.as_new()).unwrap();
         let json: serde_json::Value = serde_json::from_slice(&Report::of(&s).doc().to_json()).unwrap();

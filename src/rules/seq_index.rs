@@ -266,12 +266,7 @@ impl SeqIndex {
     }
 
     /// Removes the entry `eq` accepts; returns its sequence number.
-    pub fn remove(
-        &mut self,
-        hash: u64,
-        mut eq: impl FnMut(u32) -> bool,
-        mut rehash: impl FnMut(u32) -> u64,
-    ) -> Option<u32> {
+    pub fn remove(&mut self, hash: u64, mut eq: impl FnMut(u32) -> bool, mut rehash: impl FnMut(u32) -> u64) -> Option<u32> {
         self.migrate(&mut rehash);
         if let Some(i) = self.live.find(hash, &mut eq) {
             let seq = self.live.slots[i];

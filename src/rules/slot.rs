@@ -35,9 +35,10 @@ pub fn key_slot(key: &[u8]) -> u16 {
 /// read from this node's own line of `CLUSTER NODES`, which lists such
 /// slots as `[slot->-node]` (migrating) and `[slot-<-node]` (importing).
 pub fn moving_in(nodes: &[u8], slot: u16) -> bool {
-    let Some(mine) = nodes.split(|&b| b == b'\n').find(|line| {
-        line.split(|&b| b == b' ').nth(2).is_some_and(|flags| flags.split(|&b| b == b',').any(|f| f == b"myself"))
-    }) else {
+    let Some(mine) = nodes
+        .split(|&b| b == b'\n')
+        .find(|line| line.split(|&b| b == b' ').nth(2).is_some_and(|flags| flags.split(|&b| b == b',').any(|f| f == b"myself")))
+    else {
         return false;
     };
     let slot = slot.to_string();

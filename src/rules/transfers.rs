@@ -129,7 +129,13 @@ pub fn decide_send(log: Option<&Transfers>, buckets: &Buckets, remaining: u64, q
 /// started with `total`: the buckets that take the credit, `Ok(None)` when
 /// there is nothing to credit, an error when the credit would take the key
 /// past `MAX_TOTAL` units.
-pub fn plan_recv(log: Option<&Transfers>, total: u64, buckets: &Buckets, peer: &[u8], sent_total: u64) -> Result<Option<Vec<Take>>, EffectError> {
+pub fn plan_recv(
+    log: Option<&Transfers>,
+    total: u64,
+    buckets: &Buckets,
+    peer: &[u8],
+    sent_total: u64,
+) -> Result<Option<Vec<Take>>, EffectError> {
     let credit = sent_total.saturating_sub(counters(log, peer).received);
     if credit == 0 {
         return Ok(None);
@@ -259,9 +265,9 @@ impl Parts<'_> {
 mod tests {
     use super::*;
     use crate::rules::effect::Effect;
-    use crate::wire::encoding::{decode, encode};
     use crate::rules::reservation::State;
     use crate::rules::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL, OPEN_END};
+    use crate::wire::encoding::{decode, encode};
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
         SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
@@ -401,11 +407,17 @@ mod tests {
         // Effects too: a replayed or crafted SEND/RECV cannot reach a plain
         // sale or an undeclared peer.
         let before = p.clone();
-        assert!(Effect::Recv { peer: b"p".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }.apply(&mut p).is_err());
-        assert!(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] }.apply(&mut p).is_err());
+        assert!(Effect::Recv { peer: b"p".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }
+            .apply(&mut p)
+            .is_err());
+        assert!(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] }
+            .apply(&mut p)
+            .is_err());
         assert!(p == before);
         let mut s = sale(10, 1);
-        assert!(Effect::Recv { peer: b"x".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }.apply(&mut s).is_err());
+        assert!(Effect::Recv { peer: b"x".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }
+            .apply(&mut s)
+            .is_err());
         assert_eq!(s.remaining(), 10);
     }
 
@@ -433,5 +445,4 @@ mod tests {
         let peers = vec![(Box::from(&b"p"[..]), Counters { sent: 1, received: 0 })];
         assert!(s.restore_transfers(vec![9], peers, vec![]).is_ok());
     }
-
 }

@@ -2,9 +2,9 @@
 //! slices, so it is unit-tested and fuzzed without Redis. Every argument is
 //! checked here, before a command touches its key.
 
-use crate::rules::reservation::valid_id;
-use crate::rules::reconcile::Order;
 use crate::rules::config::{self, Bound, ConfigError, SaleConfig, SplitConfig, StreamConfig, MAX_ROUND, MAX_TOTAL, OPEN_END};
+use crate::rules::reconcile::Order;
+use crate::rules::reservation::valid_id;
 use crate::rules::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
@@ -169,8 +169,7 @@ impl From<ConfigError> for ArgError {
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let total = parse_u64(config::TOTAL.name, total, config::TOTAL.min, config::TOTAL.max)?;
-    let mut sale =
-        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None };
+    let mut sale = SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None };
     let (mut ttl_s, mut replace) = (None, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
@@ -191,7 +190,10 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
                 o.once("SPLIT")?;
                 let round = o.value("SPLIT")?;
                 let n = parse_u64(config::PEERS.name, o.value("SPLIT")?, config::PEERS.min, config::PEERS.max)? as usize;
-                let peers = o.args.get(o.pos..o.pos + n).ok_or_else(|| ArgError::Msg("ERR SPLIT peer count is more than the peers given".into()))?;
+                let peers = o
+                    .args
+                    .get(o.pos..o.pos + n)
+                    .ok_or_else(|| ArgError::Msg("ERR SPLIT peer count is more than the peers given".into()))?;
                 o.pos += n;
                 sale.split = Some(SplitConfig::new(Some(key), round, peers)?);
             }

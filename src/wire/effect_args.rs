@@ -371,7 +371,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

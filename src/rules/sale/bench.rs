@@ -62,7 +62,12 @@ fn growth_worst_insert() {
     let mut sorted = best.clone();
     sorted.sort_unstable();
     let pct = |p: f64| sorted[((N as f64 * p) as usize).min(N - 1)] as f64 / 1e3;
-    println!("growth: {N} buyers, {secs:.2} s per run; median {:.2} us, p99.9 {:.1} us, p99.99 {:.1} us", pct(0.5), pct(0.999), pct(0.9999));
+    println!(
+        "growth: {N} buyers, {secs:.2} s per run; median {:.2} us, p99.9 {:.1} us, p99.99 {:.1} us",
+        pct(0.5),
+        pct(0.999),
+        pct(0.9999)
+    );
     println!("growth: slowest (faster of two runs): {}", slowest(&best, 6));
     println!("growth: slowest (first run, raw): {}", slowest(&first, 4));
     println!("growth: heap {:.1} B per reservation at {N}", heap as f64 / N as f64);
@@ -147,5 +152,9 @@ fn growth_retake_into_a_long_chain() {
     let reserves = t.elapsed().as_secs_f64() * 1e3;
     println!("growth: one buyer, {N} live: retake of the 1000 oldest {oldest:.2} ms (slowest row {oldest_worst:.0} us, {oldest_steps} records walked), of 1000 spread {spread_ms:.2} ms (slowest row {spread_worst:.0} us, {spread_steps} walked); 1000 RESERVEs {reserves:.2} ms");
     let index: usize = s.buyers.chain_index().values().map(|index| index.len()).sum();
-    println!("growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation", s.buyers.chain_index().len(), s.heap_estimate() as f64 / N as f64);
+    println!(
+        "growth: chain index {} buyer(s), {index} sequence numbers, heap {:.1} B per live reservation",
+        s.buyers.chain_index().len(),
+        s.heap_estimate() as f64 / N as f64
+    );
 }

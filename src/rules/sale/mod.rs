@@ -214,13 +214,7 @@ impl Sale {
     /// without allocating: the accepted reservation borrows the caller's
     /// user and REQID and keeps a generated id and a one-bucket take inline
     /// (the RESERVE command's path). `add_record(a.as_new())` applies it.
-    pub fn accept_reserve<'a>(
-        &self,
-        user: &'a [u8],
-        qty: u64,
-        reqid: Option<&'a [u8]>,
-        now_ms: u64,
-    ) -> Result<Accepted<'a>, Refusal> {
+    pub fn accept_reserve<'a>(&self, user: &'a [u8], qty: u64, reqid: Option<&'a [u8]>, now_ms: u64) -> Result<Accepted<'a>, Refusal> {
         if let Some(id) = reqid {
             if self.find(id).is_some() {
                 return Err(Refusal::Duplicate(id.into()));
@@ -422,7 +416,12 @@ impl Sale {
 
     /// Restores the transfer state of a sale without records (AOF rewrite,
     /// RDB load); see `transfers::Parts::restore`.
-    pub fn restore_transfers(&mut self, allocation: Vec<u64>, peers: Vec<(Box<[u8]>, Counters)>, tids: Vec<Box<[u8]>>) -> Result<(), EffectError> {
+    pub fn restore_transfers(
+        &mut self,
+        allocation: Vec<u64>,
+        peers: Vec<(Box<[u8]>, Counters)>,
+        tids: Vec<Box<[u8]>>,
+    ) -> Result<(), EffectError> {
         if self.records.len() > 0 || allocation.len() != self.config.shards as usize {
             return Err(EffectError("transfers restore into a sale without records"));
         }
