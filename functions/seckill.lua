@@ -13,8 +13,12 @@ texts. docs/managed-redis.md lists what differs and why.
 
 Data: one hash per sale (the sale key) plus its reservation stream, if any.
 Fields of the hash:
-  v total shards limit hold start end tag n rem pend conf rel exp buyers
-  hc hn t0 lc ci stream maxlen owner round sent recv peers   the sale
+  m                  the sale's settings and counters, packed (meta_fmt):
+                     layout total shards limit hold start end tag n rem pend
+                     conf rel exp buyers hc hn hd t0 lc ci sent recv as 23
+                     doubles, then the stream key, its owner, MAXLEN and the
+                     split round as <length>:<bytes>
+  peers              a split sale's declared peers, sorted, as <length>:<bytes>
   b:<i> a:<i>        bucket i: remaining units, allocation
   <seq>              reservation seq (creation order): "<S><qty>,<created - t0>,
                      <takes>,<older live>,<newer live>,<id length>,<id><user>"
@@ -27,13 +31,14 @@ Fields of the hash:
 DEL key deletes the whole sale (its stream stays, as with the module).
 
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
-order. `hc` is a cursor on the oldest record that may be a pending hold; every
-call on a sale first releases up to 128 due holds from there (oldest first),
-and FCALL seckill_expire 1 key [count] releases up to count on demand.
+order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
+that hold's deadline; every call on a sale first releases up to 128 due holds
+from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
+to count on demand.
 ]]
 
 local VERSION = '1.0.0'
-local LAYOUT = '1'
+local LAYOUT = 1
 local MAX_TOTAL = 1000000000000000
 local MAX_SHARDS = 1024
 local MAX_PEERS = 1024
@@ -225,12 +230,10 @@ end
 
 local function rec_parse(s, seq)
     local st, qty, off, takes, prev, nxt, idlen, pos = s:match('^(%a)(%d+),(%-?%d+),([^,]*),(%d*),(%d*),(%d+),()')
-    local r = {seq = seq, st = st, qty = tonumber(qty), off = tonumber(off), takes = takes,
-               prev = tonumber(prev), next = tonumber(nxt)}
     idlen = tonumber(idlen)
-    if idlen > 0 then r.id = string.sub(s, pos, pos + idlen - 1) end
-    r.user = string.sub(s, pos + idlen)
-    return r
+    return {seq = seq, st = st, qty = tonumber(qty), off = tonumber(off), takes = takes, prev = tonumber(prev),
+            next = tonumber(nxt), id = idlen > 0 and string.sub(s, pos, pos + idlen - 1) or nil,
+            user = string.sub(s, pos + idlen)}
 end
 
 local function rec_fmt(r)
@@ -262,12 +265,33 @@ local function set_state(r, s) r.st = has_deadline(r) and s:upper() or s end
 
 --------------------------------------------------------------- the sale
 
-local META = {'v', 'total', 'shards', 'limit', 'hold', 'start', 'end', 'tag', 'n', 'rem', 'pend', 'conf', 'rel', 'exp',
-              'buyers', 'hc', 'hn', 't0', 'lc', 'ci', 'stream', 'maxlen', 'owner', 'round', 'sent', 'recv', 'b:0'}
--- Counters a call may change, written back when they did.
-local COUNTERS = {'n', 'rem', 'pend', 'conf', 'rel', 'exp', 'buyers', 'hc', 'hn', 'lc', 'ci', 'sent', 'recv'}
-local COUNTER_AT = {n = 9, rem = 10, pend = 11, conf = 12, rel = 13, exp = 14, buyers = 15, hc = 16, hn = 17,
-                    lc = 19, ci = 20, sent = 25, recv = 26}
+-- The sale's settings and counters, packed in one field `m` (one read, one
+-- write per call) with the struct library: 22 little-endian doubles (exact:
+-- every value is below 2^53), then the stream key, its owner, MAXLEN and the
+-- split round as <length>:<bytes> (length 0: absent). The first number is
+-- the layout; END is -1 when the sale has no end; the tag is a number.
+local META_FORMAT = '<ddddddddddddddddddddddd'  -- 23 doubles
+local META_BYTES = 23 * 8
+
+local function lp(s) return s and (#s .. ':' .. s) or '0:' end
+
+local function meta_numbers(S)
+    return LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
+        S.rel, S.exp, S.buyers, S.hc, S.hn, S.hd, S.t0, S.lc, S.ci, S.sent, S.recv
+end
+
+local function meta_fmt(S)
+    return struct.pack(META_FORMAT, meta_numbers(S)) .. lp(S.stream) .. lp(S.owner) .. lp(S.maxlen) .. lp(S.round)
+end
+
+-- Whether a counter changed since the sale was read (the settings never
+-- change after INIT).
+local function meta_changed(S)
+    local o = S.o
+    return S.n ~= o[9] or S.rem ~= o[10] or S.pend ~= o[11] or S.conf ~= o[12] or S.rel ~= o[13] or S.exp ~= o[14]
+        or S.buyers ~= o[15] or S.hc ~= o[16] or S.hn ~= o[17] or S.hd ~= o[18] or S.lc ~= o[20] or S.ci ~= o[21]
+        or S.sent ~= o[22] or S.recv ~= o[23]
+end
 
 local Sale = {}
 Sale.__index = Sale
@@ -278,26 +302,43 @@ local function now_ms()
 end
 
 -- The sale at `key`, nil when the key does not exist; WRONGTYPE for a key
--- of another type, or a hash that is not a sale.
-local function open(key)
-    local v = redis.call('HMGET', key, unpack(META))
-    if not v[1] then
+-- of another type, or a hash that is not a sale. Fields `f1`, `f2` (a
+-- buyer, a REQID) are read in the same call. (The sale table is made by one
+-- constructor: growing a Lua table field by field rehashes it several times,
+-- a measurable part of a call.)
+local function open(key, f1, f2, pre)
+    local v = pre or redis.call('HMGET', key, 'm', 'b:0', f1 or 'm', f2 or 'm')
+    local m = v[1]
+    if not m then
         if redis.call('EXISTS', key) == 1 then fail(WRONGTYPE) end
         return nil
     end
-    if v[1] ~= LAYOUT then
-        fail('ERR the sale at this key was written by another version of the seckill library (layout ' .. v[1] .. ')')
+    local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
+    if x[1] ~= LAYOUT then
+        fail('ERR the sale at this key was written by another version of the seckill library (layout '
+            .. tostring(x[1] or '?') .. ')')
     end
-    local S = setmetatable({key = key, w = {}, c = {}, r = {}, rd = {}, bk = {}, al = {}, bd = {}, ev = {}}, Sale)
-    S.total, S.shards, S.limit, S.hold = tonumber(v[2]), tonumber(v[3]), tonumber(v[4]), tonumber(v[5])
-    S.start, S.end_ = tonumber(v[6]), tonumber(v[7])     -- end_: nil when open
-    S.tag = v[8]
-    for name, j in pairs(COUNTER_AT) do S[name] = tonumber(v[j]) or 0 end
-    S.t0 = tonumber(v[18])
-    S.stream, S.maxlen, S.owner, S.round = v[21] or nil, v[22] or nil, v[23] or nil, v[24] or nil
-    if v[27] then S.bk[0] = tonumber(v[27]) end
-    S.o = {}
-    for _, name in ipairs(COUNTERS) do S.o[name] = S[name] end
+    local strings = {}
+    if string.sub(m, META_BYTES + 1) ~= '0:0:0:0:' then
+        local pos = META_BYTES + 1
+        for i = 1, 4 do
+            local len, at = m:match('^(%d+):()', pos)
+            len = tonumber(len)
+            if len > 0 then strings[i] = string.sub(m, at, at + len - 1) end
+            pos = at + len
+        end
+    end
+    local c = {}
+    if f1 then c[f1] = v[3] end
+    if f2 then c[f2] = v[4] end
+    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {}, bk = {[0] = tonumber(v[2])},
+                            al = {}, bd = {}, ev = {}, hd_hint = false,
+                            total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
+                            end_ = x[7] >= 0 and x[7] or nil, tag_n = x[8], tag = string.format('%08x', x[8]),
+                            n = x[9], rem = x[10], pend = x[11], conf = x[12], rel = x[13], exp = x[14],
+                            buyers = x[15], hc = x[16], hn = x[17], hd = x[18], t0 = x[19], lc = x[20], ci = x[21],
+                            sent = x[22], recv = x[23],
+                            stream = strings[1], owner = strings[2], maxlen = strings[3], round = strings[4]}, Sale)
     return S
 end
 
@@ -584,13 +625,14 @@ end
 -- Adds a new record (RESERVE, or RECONCILE adopting an order).
 function Sale:insert(id, user, qty, state, created, takes)
     local seq = self.n
-    local r = {seq = seq, qty = qty, off = created - self.t0, takes = takes_fmt(takes), user = user}
     local hold = state == 'p' and self.hold > 0
-    r.st = hold and 'P' or state
     -- A client id written the way generated ids are, for this very record,
     -- is stored as generated (sale.rs insert_record).
-    if id ~= self.tag .. '-' .. num(seq) then
-        r.id = id
+    local client = id ~= self.tag .. '-' .. num(seq)
+    local r = {seq = seq, st = hold and 'P' or state, qty = qty, off = created - self.t0, takes = takes_fmt(takes),
+               prev = false, next = false, id = client and id or nil, user = user}
+    r.prev, r.next = nil, nil
+    if client then
         self:set('i:' .. id, num(seq))
         self.ci = self.ci + 1
     end
@@ -602,7 +644,9 @@ function Sale:insert(id, user, qty, state, created, takes)
     self.r[seq] = r
     self:join_buyer(r)
     if hold then
-        if self.hn == 0 then self.hc = seq end
+        if self.hn == 0 then
+            self.hc, self.hd = seq, created + self.hold
+        end
         self.hn = self.hn + 1
     end
     self:touch(r)
@@ -621,10 +665,12 @@ function Sale:generate_id()
 end
 
 -- Releases at most `max` holds that ran out at `now`, oldest first, from the
--- hold cursor. Reads at most SCAN_BUDGET records. Returns how many.
+-- hold cursor `hc`; `hd` is the deadline of the hold there (0: not known), so
+-- a call with nothing due reads nothing. Reads at most SCAN_BUDGET records.
+-- Returns how many it released.
 function Sale:expire_due(now, max)
-    if self.hold == 0 or self.hn == 0 then return 0 end
-    local released, at, batch = 0, self.hc, 1
+    if self.hold == 0 or self.hn == 0 or (self.hd > 0 and self.hd > now) then return 0 end
+    local released, at, batch, hd = 0, self.hc, 1, 0
     local stop = math.min(self.n, self.hc + SCAN_BUDGET)
     while released < max and at < stop do
         if self.r[at] == nil and self.c[num(at)] == nil then
@@ -633,7 +679,11 @@ function Sale:expire_due(now, max)
         end
         local r = self:rec(at)
         if r.st == 'P' then
-            if self.t0 + r.off + self.hold > now then break end
+            local deadline = self.t0 + r.off + self.hold
+            if deadline > now then
+                hd = deadline
+                break
+            end
             self:release(r, 'x')
             released = released + 1
             if self.hn == 0 then
@@ -643,7 +693,12 @@ function Sale:expire_due(now, max)
         end
         at = at + 1
     end
-    self.hc = at
+    if released > 0 or at ~= self.hc then
+        self.hc, self.hd = at, hd
+    else
+        -- Only learned the deadline: kept if the call writes anyway.
+        self.hd_hint = hd
+    end
     return released
 end
 
@@ -651,19 +706,24 @@ end
 -- (reading at most SCAN_BUDGET records; the next call goes on).
 function Sale:fix_cursor()
     if self.hn == 0 then
-        self.hc = self.n
+        self.hc, self.hd = self.n, 0
         return
     end
     -- Only a record this call changed can have stopped being a hold.
     local r = self.r[self.hc]
     if r == nil or r.st == 'P' then return end
     local at, stop, batch = self.hc, math.min(self.n, self.hc + SCAN_BUDGET), 1
+    self.hd = 0
     while at < stop do
         if self.r[at] == nil and self.c[num(at)] == nil then
             self:prefetch(at, math.min(batch, stop - at))
             batch = math.min(batch * 4, 64)
         end
-        if self:rec(at).st == 'P' then break end
+        r = self:rec(at)
+        if r.st == 'P' then
+            self.hd = self.t0 + r.off + self.hold
+            break
+        end
         at = at + 1
     end
     self.hc = at
@@ -673,11 +733,9 @@ end
 -- fail, on a STREAM key of another type or without permission: then
 -- nothing is written), then the hash in one HSET (and one HDEL).
 function Sale:flush()
-    local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil
-    for _, name in ipairs(COUNTERS) do
-        if self[name] ~= self.o[name] then changed = true end
-    end
+    local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
     if not changed then return false end
+    if self.hd_hint then self.hd = self.hd_hint end
     self:fix_cursor()
     -- An ACL refusal inside a function cannot be caught: ask first.
     if #self.ev > 0 and not redis.acl_check_cmd('XADD', self.stream, '*', 'event', 'x') then
@@ -722,11 +780,9 @@ function Sale:flush()
         set[#set + 1] = 'b:' .. num(i)
         set[#set + 1] = num(self.bk[i])
     end
-    for _, name in ipairs(COUNTERS) do
-        if self[name] ~= self.o[name] then
-            set[#set + 1] = name
-            set[#set + 1] = num(self[name])
-        end
+    if meta_changed(self) then
+        set[#set + 1] = 'm'
+        set[#set + 1] = meta_fmt(self)
     end
     for s = 1, #set, 2000 do redis.call('HSET', self.key, unpack(set, s, math.min(s + 1999, #set))) end
     for s = 1, #del, 1000 do redis.call('HDEL', self.key, unpack(del, s, math.min(s + 999, #del))) end
@@ -908,17 +964,13 @@ local function cmd_init(keys, args)
     if stream then check_stream(stream) end
     local now = now_ms()
     if before then redis.call('DEL', key) end
-    local f = {'v', LAYOUT, 'total', num(total), 'shards', num(c.shards), 'limit', num(c.limit), 'hold', num(c.hold),
-               'start', num(c.start), 'tag', new_tag(key, before and before.tag), 'n', '0', 'rem', num(total),
-               'pend', '0', 'conf', '0', 'rel', '0', 'exp', '0', 'buyers', '0', 'hc', '0', 'hn', '0',
-               't0', num(now), 'lc', num(now), 'ci', '0'}
+    local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
+               tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
+               buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
+               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round}
+    local f = {'m', meta_fmt(S)}
     local function add(...)
         for _, v in ipairs({...}) do f[#f + 1] = v end
-    end
-    if c.end_ then add('end', num(c.end_)) end
-    if stream then
-        add('stream', stream, 'owner', key)
-        if maxlen then add('maxlen', maxlen) end
     end
     if round then
         local list = {}
@@ -926,7 +978,7 @@ local function cmd_init(keys, args)
             list[i] = #p .. ':' .. p
             add('p:' .. p, '0:0')
         end
-        add('round', round, 'sent', '0', 'recv', '0', 'peers', table.concat(list))
+        add('peers', table.concat(list))
     end
     local base, extra = idiv(total, c.shards), total % c.shards
     for i = 0, c.shards - 1 do
@@ -937,6 +989,86 @@ local function cmd_init(keys, args)
     if ttl then redis.call('PEXPIREAT', key, num(now + ttl * 1000)) end
     if before then stock_edge(key, before.rem, total) end
     return redis.status_reply('OK')
+end
+
+-- RESERVE's common case in three server calls (HMGET, TIME, HSET) and no
+-- Sale object: one bucket, a buyer with no live units, no REQID the sale
+-- knows, no due hold to release first. It makes exactly the change the
+-- general path makes (tests/functions/test_differential.py holds both to
+-- the module). Returns the reply, or nil and what it read when the general
+-- path must decide.
+local function reserve_fast(key, user, qty, reqid)
+    local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
+    local v = redis.call('HMGET', key, 'm', 'b:0', uf, idf or 'm')
+    local m = v[1]
+    if not m or v[3] or (reqid and v[4]) or #m < META_BYTES then return nil, v end
+    local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
+        lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
+    if layout ~= LAYOUT or shards ~= 1 or qty > limit then return nil, v end
+    local tag = string.format('%08x', tag_n)
+    if reqid and #reqid >= 10 and string.sub(reqid, 1, 9) == tag .. '-' then return nil, v end
+    if not reqid and ci > 0 then return nil, v end
+    local now = 0
+    if rem >= qty or start > 0 or end_ >= 0 or hn > 0 then now = now_ms() end
+    if hold > 0 and hn > 0 and (hd == 0 or hd <= now) then return nil, v end
+    if now < start then return {redis.status_reply('NOT_STARTED'), false, rem} end
+    if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
+    if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
+    local b0 = tonumber(v[2])
+    if b0 < qty then return nil, v end
+    local seq = num(n)
+    local id = reqid or (tag .. '-' .. seq)
+    local created = (n > 0 and lc > now) and lc or now
+    local client = reqid ~= nil
+    local record = (hold > 0 and 'P' or 'p') .. num(qty) .. ',' .. num(created - t0) .. ',0,,,'
+        .. (client and (#id .. ',' .. id) or '0,') .. user
+    if hold > 0 then
+        if hn == 0 then hc, hd = n, created + hold end
+        hn = hn + 1
+    else
+        hc, hd = n + 1, 0
+    end
+    if client then ci = ci + 1 end
+    local tail = string.sub(m, META_BYTES + 1)
+    if tail ~= '0:0:0:0:' then
+        -- The stream, written first (an error there changes nothing).
+        local len, at = tail:match('^(%d+):()')
+        local stream = string.sub(tail, at, at + tonumber(len) - 1)
+        local pos = at + tonumber(len)
+        local olen, oat = tail:match('^(%d+):()', pos)
+        local owner = string.sub(tail, oat, oat + tonumber(olen) - 1)
+        pos = oat + tonumber(olen)
+        local mlen, mat = tail:match('^(%d+):()', pos)
+        local maxlen = tonumber(mlen) > 0 and string.sub(tail, mat, mat + tonumber(mlen) - 1) or nil
+        if stream ~= '' and owner == key then
+            if not redis.acl_check_cmd('XADD', stream, '*', 'event', 'x') then
+                fail("NOPERM this user has no permission to write the sale's STREAM key")
+            end
+            local ok, err
+            if maxlen then
+                ok, err = pcall(redis.call, 'XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', 'reserved', 'rid', id,
+                    'user', user, 'qty', num(qty))
+            else
+                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty',
+                    num(qty))
+            end
+            if not ok then
+                err = type(err) == 'table' and (err.err or '') or tostring(err)
+                if string.find(err, 'WRONGTYPE', 1, true) then fail('ERR the STREAM key holds a value that is not a stream') end
+                fail(err)
+            end
+        end
+    end
+    local left = rem - qty
+    local meta = struct.pack(META_FORMAT, layout, total, shards, limit, hold, start, end_, tag_n, n + 1, left,
+        pend + qty, conf, rel, exp, buyers + 1, hc, hn, hd, t0, created, ci, sent, recv) .. tail
+    if client then
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty), idf, seq)
+    else
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty))
+    end
+    if rem > 0 and left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
+    return {redis.status_reply('RESERVED'), id, left}
 end
 
 local function cmd_reserve(keys, args)
@@ -958,7 +1090,9 @@ local function cmd_reserve(keys, args)
             unknown_option(word)
         end
     end
-    local S = open(key)
+    local fast, pre = reserve_fast(key, user, qty, reqid)
+    if fast then return fast end
+    local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
     local before = S.rem
@@ -1001,7 +1135,7 @@ local function settle(keys, args, name, decide)
     local key = one_key(keys, name)
     if #args ~= 1 then arity(name) end
     local rid = parse_id('reservation id', args[1])
-    local S = open(key)
+    local S = open(key, 'i:' .. rid)
     if not S then return status_count('NOT_FOUND', 0) end
     local before = S.rem
     S:expire_due(now_ms(), LAZY_CHUNK)
@@ -1223,7 +1357,7 @@ local function cmd_send(keys, args)
     end
     if not tid then fail('ERR TID is required: it makes a retried SEND take nothing more') end
     if not round then fail(ROUND_REQUIRED) end
-    local S = open(key)
+    local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
     local sent, recv = check_transfer(S, peer, round)
     local before = S.rem
@@ -1279,7 +1413,7 @@ local function cmd_recv(keys, args)
     else
         round = parse_round(args[4])
     end
-    local S = open(key)
+    local S = open(key, 'p:' .. peer)
     if not S then return false end
     local sent, recv = check_transfer(S, peer, round)
     -- A total the key cannot hold is refused before anything changes.

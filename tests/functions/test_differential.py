@@ -79,16 +79,16 @@ class Pair:
         return a, b
 
 
-def _run(env, c, seed, ops, hold):
+def _run(env, c, seed, ops, hold, buyers=12, shards=6):
     rng = random.Random(seed)
     p = Pair(env, c)
-    users = [b'u%d' % i for i in range(12)]
+    users = [b'u%d' % i for i in range(buyers)]
     for op in range(ops):
         x = rng.random()
         if op == 0 or x < 0.03:
             opts = [rng.randint(0, 30)]
             if rng.random() < 0.5:
-                opts += ['SHARDS', rng.randint(1, 6)]
+                opts += ['SHARDS', rng.randint(1, shards)]
             if rng.random() < 0.6:
                 opts += ['LIMIT', rng.randint(1, 4)]
             if hold and rng.random() < 0.5:
@@ -167,8 +167,11 @@ def test_library_answers_as_the_module():
     with open(LIBRARY, 'rb') as f:
         c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
     total = 0
-    for seed, hold in ((1, False), (2, True), (3, False), (4, True)):
-        mismatches = _run(env, c, seed, 2500, hold)
+    # Few buyers and several buckets (LIMIT, chains, borrowing), then many
+    # buyers and one bucket (RESERVE's three-call path).
+    for seed, hold, buyers, shards in ((1, False, 12, 6), (2, True, 12, 6), (3, False, 12, 6), (4, True, 12, 6),
+                                       (5, False, 5000, 1), (6, True, 5000, 1)):
+        mismatches = _run(env, c, seed, 2500, hold, buyers, shards)
         total += 2500
         env.assertEqual(mismatches[:3], [], message='seed %d' % seed)
     env.debugPrint('%d random calls, each sent to both backends' % total, force=True)

@@ -9,6 +9,7 @@ through SECKILL.INIT."""
 
 import os
 import re
+import struct
 import sys
 import time
 import unittest
@@ -310,11 +311,12 @@ def test_one_key_per_sale():
 
 def test_a_hash_that_is_not_a_sale():
     env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 5))
     c.hset('h', 'f', 'v')
     for cmd in (['SECKILL.INFO', 'h'], ['SECKILL.RESERVE', 'h', 'u'], ['SECKILL.RELEASE', 'h', 'r'],
                 ['SECKILL.INIT', 'h', 5], ['SECKILL.INIT', 'h', 5, 'REPLACE']):
         env.expect(*cmd).error().contains('WRONGTYPE')
-    c.hset('v2', 'v', '2')
+    c.hset('v2', 'm', struct.pack('<23d', 2, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
     env.expect('SECKILL.INFO', 'v2').error().contains('another version of the seckill library')
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
 
