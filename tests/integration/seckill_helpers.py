@@ -9,6 +9,9 @@ import re
 import socket
 import time
 
+# SECKILL_BACKEND=functions: the suite runs against functions/seckill.lua.
+from seckill_backend import AOF_REWRITE_MARK, FUNCTIONS, MODULE, SALE_TYPE, fcall_form  # noqa: F401
+
 # Report fields, in the order the module sends them.
 REPORT_FIELDS = ['total', 'remaining', 'pending', 'confirmed', 'released',
                  'expired', 'buyers', 'reservations', 'shards', 'invariant']
@@ -181,6 +184,7 @@ class RawConn:
             assert hello.startswith(b'%'), hello
 
     def send(self, *args):
+        args = fcall_form(args)
         parts = [b'*%d\r\n' % len(args)]
         for a in args:
             a = a if isinstance(a, bytes) else str(a).encode()

@@ -4,6 +4,7 @@ changes nothing (DEBUG DIGEST of the whole dataset is the same afterwards)."""
 from RLTest import Env
 
 from seckill_helpers import PAST_64, RawConn, assert_replica_agrees, check_invariant, digest, get, info, reserve
+from seckill_helpers import MODULE  # INFO seckill is the module's
 
 K = 'sale:{1}'          # an existing sale
 S = 'sale:{1}:ev'       # its stream
@@ -197,7 +198,7 @@ def test_bad_arguments_table():
     env.assertEqual(sorted(c.execute_command('KEYS', '*')), sorted([K, S, 'plain']))
     env.assertEqual(get(c, K, 'r1')['state'], 'pending')
     after = c.info('seckill')
-    for name in ('seckill_reserve_reserved', 'seckill_init_created', 'seckill_release_released',
+    for name in () if not MODULE else ('seckill_reserve_reserved', 'seckill_init_created', 'seckill_release_released',
                  'seckill_confirm_confirmed', 'seckill_effects_applied', 'seckill_panics_caught'):
         env.assertEqual(after[name], stats[name], message=name)
     check_invariant(env, c, K)

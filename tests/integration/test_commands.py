@@ -9,6 +9,7 @@ from seckill_helpers import (GENERATED_ID, GET_FIELDS, ORDER_FIELDS, REPORT_FIEL
                              assert_replica_agrees, check_invariant, conn_address, digest, digest_value, events_from,
                              get, info, is_valkey_8_1, pairs, reconcile, reserve, seckill_stats, server_ms,
                              wait_for)
+from seckill_helpers import MODULE, SALE_TYPE
 
 
 def _env():
@@ -60,7 +61,7 @@ def test_init_ok_exists_replace():
     env.assertEqual(c.execute_command('SECKILL.INIT', 'zero', 0), 'OK')
     env.assertEqual(reserve(c, 'zero', 'u'), ['SOLD_OUT', None, 0])
     check_invariant(env, c, 'zero')
-    env.assertEqual(c.execute_command('TYPE', 'zero'), 'seckill--')
+    env.assertEqual(c.execute_command('TYPE', 'zero'), SALE_TYPE)
     assert_replica_agrees(env, c)
 
 
@@ -355,7 +356,8 @@ def test_hold_active_expiry():
     env.assertEqual(get(c, 's', k)['state'], 'confirmed')
     env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', a), ['RELEASED', 4])
     env.assertEqual(c.execute_command('SECKILL.RELEASE', 's', b), ['ALREADY_RELEASED', 4])
-    env.assertGreaterEqual(seckill_stats(c)['holds_expired'], 2)
+    if MODULE:  # INFO seckill is the module's
+        env.assertGreaterEqual(seckill_stats(c)['holds_expired'], 2)
     assert_replica_agrees(env, c)
     # The quota came back: u1 may reserve 2 again.
     env.assertEqual(reserve(c, 's', 'u1', 'QTY', 2)[0], 'RESERVED')

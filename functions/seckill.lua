@@ -1,0 +1,1501 @@
+#!lua name=seckill
+--[[
+redis-seckill as a Redis Functions library: the SECKILL.* contract of the
+module (SPEC.md, README "Commands") for servers that cannot load modules.
+
+  FUNCTION LOAD REPLACE "$(cat functions/seckill.lua)"    (or redis-cli -x FUNCTION LOAD REPLACE < functions/seckill.lua)
+  FCALL    seckill_reserve 1 sale:{1001} user:42 REQID order-7f3a
+  FCALL_RO seckill_info    1 sale:{1001}
+
+Every SECKILL.X key args... is FCALL seckill_x 1 key args..., with the
+module's arguments, defaults, ranges, order of checks, replies and error
+texts. docs/managed-redis.md lists what differs and why.
+
+Data: one hash per sale (the sale key) plus its reservation stream, if any.
+Fields of the hash:
+  m                  the sale's settings and counters, packed (meta_fmt):
+                     layout total shards limit hold start end tag n rem pend
+                     conf rel exp buyers hc hn hd t0 lc ci sent recv as 23
+                     doubles, then the stream key, its owner, MAXLEN and the
+                     split round as <length>:<bytes>
+  peers              a split sale's declared peers, sorted, as <length>:<bytes>
+  b:<i> a:<i>        bucket i: remaining units, allocation
+  <seq>              reservation seq (creation order): "<S><qty>,<created - t0>,
+                     <takes>,<older live>,<newer live>,<id length>,<id><user>"
+                     S: p c r x = pending confirmed released expired; upper
+                     case when the record has a hold deadline (created + hold)
+  i:<id>             seq of a reservation whose id the client gave (REQID)
+  u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
+  p:<peer>           "<sent>:<received>" per declared peer (split sales)
+  t:<tid>            a SEND transfer id already taken
+DEL key deletes the whole sale (its stream stays, as with the module).
+
+Holds without a timer: HOLD is fixed per round, so creation order is deadline
+order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
+that hold's deadline; every call on a sale first releases up to 128 due holds
+from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
+to count on demand.
+]]
+
+local VERSION = '1.0.0'
+local LAYOUT = 1
+local MAX_TOTAL = 1000000000000000
+local MAX_SHARDS = 1024
+local MAX_PEERS = 1024
+local MAX_ROUND = 64
+local MAX_ID = 256
+local MAX_TTL_S = 315360000           -- ten years
+local MAX_TIME_MS = 253402300799999   -- year 9999
+local MAX_ORDERS = 1000
+local LAZY_CHUNK = 128                -- due holds a call releases before its own work
+local EXPIRE_MAX = 256                -- seckill_expire's largest count (about 10 us a hold)
+local SCAN_BUDGET = 1024              -- records a call reads to move the hold cursor
+local U64_MAX = '18446744073709551615'
+local I64_MAX = '9223372036854775807'
+local EXACT = '9007199254740992'      -- 2^53: larger numbers stay strings
+local CHANNEL = 'seckill:events:'     -- PUBLISH seckill:events:<key> seckill.soldout|seckill.restock
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local OOM = "OOM command not allowed when used memory > 'maxmemory'."
+local STATE_WORD = {p = 'pending', c = 'confirmed', r = 'released', x = 'released'}
+
+-- Refusals are raised as tables and turned into error replies by `entry`.
+local function fail(msg) error({seckill = msg}, 0) end
+local function num(n) return string.format('%d', n) end
+
+------------------------------------------------------------------ numbers
+
+-- Byte order (Lua's `<` on strings follows the locale's collation).
+local function bytecmp(a, b)
+    if a == b then return 0 end
+    local n = #a < #b and #a or #b
+    for i = 1, n do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x < y and -1 or 1 end
+    end
+    return #a < #b and -1 or 1
+end
+
+-- Compares canonical decimal strings.
+local function deccmp(a, b)
+    if #a ~= #b then return #a < #b and -1 or 1 end
+    return bytecmp(a, b)
+end
+
+-- A decimal u64 in min..max (numbers, or digit strings past 2^53), naming
+-- `name` in every error, as args.rs parse_u64. Returns the number (nil past
+-- 2^53) and the canonical digits.
+local function parse_u64(name, raw, min, max)
+    if string.byte(raw, 1) == 45 and #raw > 1 and not string.find(raw, '[^0-9]', 2) then
+        fail('ERR ' .. name .. ' must not be negative')
+    end
+    if raw == '' or string.find(raw, '[^0-9]') then fail('ERR ' .. name .. ' is not an integer') end
+    local d = raw:gsub('^0+', '')
+    if d == '' then d = '0' end
+    if deccmp(d, U64_MAX) > 0 then fail('ERR ' .. name .. ' is past 64 bits') end
+    local mins = type(min) == 'string' and min or num(min)
+    local maxs = type(max) == 'string' and max or num(max)
+    if deccmp(d, mins) < 0 or deccmp(d, maxs) > 0 then
+        fail('ERR ' .. name .. ' must be from ' .. mins .. ' to ' .. maxs)
+    end
+    if deccmp(d, EXACT) <= 0 then return tonumber(d), d end
+    return nil, d
+end
+
+-- q = math.floor(a / b) for integers below 2^53, exactly.
+local function idiv(a, b)
+    local q = math.floor(a / b)
+    while q * b > a do q = q - 1 end
+    while (q + 1) * b <= a do q = q + 1 end
+    return q
+end
+
+---------------------------------------------------------------- arguments
+
+local function parse_id(name, raw)
+    if #raw < 1 or #raw > MAX_ID then fail('ERR ' .. name .. ' must be 1 to 256 bytes') end
+    return raw
+end
+
+local function option_word(raw)
+    if #raw <= 16 and not string.find(raw, '[^A-Za-z]') then return raw:upper() end
+    return nil
+end
+
+local function unknown_option(raw)
+    local w = option_word(raw)
+    if w then fail("ERR unknown option '" .. w .. "'") end
+    fail('ERR unknown option')
+end
+
+-- `name value` options, refusing repeats (args.rs Options).
+local Opts = {}
+Opts.__index = Opts
+local function options(args, pos) return setmetatable({a = args, p = pos, seen = {}}, Opts) end
+function Opts:next_word()
+    local w = self.a[self.p]
+    if w ~= nil then self.p = self.p + 1 end
+    return w
+end
+function Opts:once(name)
+    if self.seen[name] then fail('ERR option ' .. name .. ' given twice') end
+    self.seen[name] = true
+end
+function Opts:value(name)
+    local v = self.a[self.p]
+    if v == nil then fail('ERR ' .. name .. ' needs a value') end
+    self.p = self.p + 1
+    return v
+end
+function Opts:number(name, min, max)
+    self:once(name)
+    return parse_u64(name, self:value(name), min, max)
+end
+function Opts:peek_is(word)
+    local w = self.a[self.p]
+    if w ~= nil and w:upper() == word then
+        self.p = self.p + 1
+        return true
+    end
+    return false
+end
+
+------------------------------------------------------------- cluster slots
+
+-- CRC16 (XMODEM) table, made on first use: a library's top level runs
+-- without the standard globals.
+local CRC = nil
+local function crc_table()
+    local t = {}
+    for i = 0, 255 do
+        local crc = bit.lshift(i, 8)
+        for _ = 1, 8 do
+            if bit.band(crc, 0x8000) ~= 0 then crc = bit.bxor(bit.lshift(crc, 1), 0x1021) else crc = bit.lshift(crc, 1) end
+            crc = bit.band(crc, 0xffff)
+        end
+        t[i] = crc
+    end
+    return t
+end
+
+local function hash_tag(key)
+    local s = string.find(key, '{', 1, true)
+    if s then
+        local e = string.find(key, '}', s + 1, true)
+        if e and e > s + 1 then return string.sub(key, s + 1, e - 1) end
+    end
+    return nil
+end
+
+local function key_slot(key)
+    local s = hash_tag(key) or key
+    if CRC == nil then CRC = crc_table() end
+    local crc = 0
+    for i = 1, #s do
+        crc = bit.band(bit.bxor(bit.lshift(crc, 8), CRC[bit.band(bit.bxor(bit.rshift(crc, 8), string.byte(s, i)), 0xff)]), 0xffff)
+    end
+    return crc % 16384
+end
+
+-- The buyer's home bucket: FNV-1a 64 of the user id, mod n (buckets.rs
+-- home_of), on four 16-bit limbs.
+local function home_of(user, n)
+    if n == 1 then return 0 end
+    local l0, l1, l2, l3 = 0x2325, 0x8422, 0x9ce4, 0xcbf2
+    for i = 1, #user do
+        l0 = bit.bxor(l0, string.byte(user, i))
+        -- h * 0x1b3 + (h << 40)
+        local t = l0 * 0x1b3
+        local m0 = t % 65536
+        t = l1 * 0x1b3 + (t - m0) / 65536
+        local m1 = t % 65536
+        t = l2 * 0x1b3 + (t - m1) / 65536
+        local m2 = t % 65536
+        t = l3 * 0x1b3 + (t - m2) / 65536
+        local m3 = t % 65536
+        m2 = m2 + (l0 % 256) * 256
+        if m2 >= 65536 then
+            m2 = m2 - 65536
+            m3 = m3 + 1
+        end
+        m3 = (m3 + (l0 - l0 % 256) / 256 + (l1 % 256) * 256) % 65536
+        l0, l1, l2, l3 = m0, m1, m2, m3
+    end
+    local r = l3 % n
+    r = (r * 65536 + l2) % n
+    r = (r * 65536 + l1) % n
+    return (r * 65536 + l0) % n
+end
+
+------------------------------------------------------------------ records
+
+local function rec_parse(s, seq)
+    local st, qty, off, takes, prev, nxt, idlen, pos = s:match('^(%a)(%d+),(%-?%d+),([^,]*),(%d*),(%d*),(%d+),()')
+    idlen = tonumber(idlen)
+    return {seq = seq, st = st, qty = tonumber(qty), off = tonumber(off), takes = takes, prev = tonumber(prev),
+            next = tonumber(nxt), id = idlen > 0 and string.sub(s, pos, pos + idlen - 1) or nil,
+            user = string.sub(s, pos + idlen)}
+end
+
+local function rec_fmt(r)
+    local id = r.id or ''
+    return r.st .. num(r.qty) .. ',' .. num(r.off) .. ',' .. r.takes .. ',' .. (r.prev and num(r.prev) or '') .. ','
+        .. (r.next and num(r.next) or '') .. ',' .. #id .. ',' .. id .. r.user
+end
+
+-- "b" (all of the record's units from bucket b) or "b:q;b:q;...".
+local function takes_parse(t, qty)
+    if t == '' then return {} end
+    if not string.find(t, ':', 1, true) then return {{tonumber(t), qty}} end
+    local out = {}
+    for b, q in t:gmatch('(%d+):(%d+)') do out[#out + 1] = {tonumber(b), tonumber(q)} end
+    return out
+end
+
+local function takes_fmt(list)
+    if #list == 0 then return '' end
+    if #list == 1 then return num(list[1][1]) end
+    local parts = {}
+    for i, t in ipairs(list) do parts[i] = num(t[1]) .. ':' .. num(t[2]) end
+    return table.concat(parts, ';')
+end
+
+local function has_deadline(r) return string.byte(r.st) < 97 end
+local function state_of(r) return r.st:lower() end
+local function set_state(r, s) r.st = has_deadline(r) and s:upper() or s end
+
+--------------------------------------------------------------- the sale
+
+-- The sale's settings and counters, packed in one field `m` (one read, one
+-- write per call) with the struct library: 22 little-endian doubles (exact:
+-- every value is below 2^53), then the stream key, its owner, MAXLEN and the
+-- split round as <length>:<bytes> (length 0: absent). The first number is
+-- the layout; END is -1 when the sale has no end; the tag is a number.
+local META_FORMAT = '<ddddddddddddddddddddddd'  -- 23 doubles
+local META_BYTES = 23 * 8
+
+local function lp(s) return s and (#s .. ':' .. s) or '0:' end
+
+local function meta_numbers(S)
+    return LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
+        S.rel, S.exp, S.buyers, S.hc, S.hn, S.hd, S.t0, S.lc, S.ci, S.sent, S.recv
+end
+
+local function meta_fmt(S)
+    return struct.pack(META_FORMAT, meta_numbers(S)) .. lp(S.stream) .. lp(S.owner) .. lp(S.maxlen) .. lp(S.round)
+end
+
+-- Whether a counter changed since the sale was read (the settings never
+-- change after INIT).
+local function meta_changed(S)
+    local o = S.o
+    return S.n ~= o[9] or S.rem ~= o[10] or S.pend ~= o[11] or S.conf ~= o[12] or S.rel ~= o[13] or S.exp ~= o[14]
+        or S.buyers ~= o[15] or S.hc ~= o[16] or S.hn ~= o[17] or S.hd ~= o[18] or S.lc ~= o[20] or S.ci ~= o[21]
+        or S.sent ~= o[22] or S.recv ~= o[23]
+end
+
+local Sale = {}
+Sale.__index = Sale
+
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The sale at `key`, nil when the key does not exist; WRONGTYPE for a key
+-- of another type, or a hash that is not a sale. Fields `f1`, `f2` (a
+-- buyer, a REQID) are read in the same call. (The sale table is made by one
+-- constructor: growing a Lua table field by field rehashes it several times,
+-- a measurable part of a call.)
+local function open(key, f1, f2, pre)
+    local v = pre or redis.call('HMGET', key, 'm', 'b:0', f1 or 'm', f2 or 'm')
+    local m = v[1]
+    if not m then
+        if redis.call('EXISTS', key) == 1 then fail(WRONGTYPE) end
+        return nil
+    end
+    local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
+    if x[1] ~= LAYOUT then
+        fail('ERR the sale at this key was written by another version of the seckill library (layout '
+            .. tostring(x[1] or '?') .. ')')
+    end
+    local strings = {}
+    if string.sub(m, META_BYTES + 1) ~= '0:0:0:0:' then
+        local pos = META_BYTES + 1
+        for i = 1, 4 do
+            local len, at = m:match('^(%d+):()', pos)
+            len = tonumber(len)
+            if len > 0 then strings[i] = string.sub(m, at, at + len - 1) end
+            pos = at + len
+        end
+    end
+    local c = {}
+    if f1 then c[f1] = v[3] end
+    if f2 then c[f2] = v[4] end
+    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {}, bk = {[0] = tonumber(v[2])},
+                            al = {}, bd = {}, ev = {}, hd_hint = false,
+                            total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
+                            end_ = x[7] >= 0 and x[7] or nil, tag_n = x[8], tag = string.format('%08x', x[8]),
+                            n = x[9], rem = x[10], pend = x[11], conf = x[12], rel = x[13], exp = x[14],
+                            buyers = x[15], hc = x[16], hn = x[17], hd = x[18], t0 = x[19], lc = x[20], ci = x[21],
+                            sent = x[22], recv = x[23],
+                            stream = strings[1], owner = strings[2], maxlen = strings[3], round = strings[4]}, Sale)
+    return S
+end
+
+function Sale:get(f)
+    local v = self.w[f]
+    if v ~= nil then return v end
+    v = self.c[f]
+    if v == nil then
+        v = redis.call('HGET', self.key, f)
+        self.c[f] = v
+    end
+    return v
+end
+
+function Sale:set(f, v) self.w[f] = v end
+
+-- Reads the records seq .. seq + n - 1 that are not cached yet, in one call.
+function Sale:prefetch(seq, n)
+    local fields, seqs = {}, {}
+    for s = seq, seq + n - 1 do
+        if s < self.n and self.r[s] == nil and self.c[num(s)] == nil then
+            fields[#fields + 1] = num(s)
+            seqs[#seqs + 1] = s
+        end
+    end
+    if #fields == 0 then return end
+    local vals = redis.call('HMGET', self.key, unpack(fields))
+    for i, f in ipairs(fields) do self.c[f] = vals[i] end
+end
+
+function Sale:rec(seq)
+    local r = self.r[seq]
+    if r == nil then
+        local s = self:get(num(seq))
+        if not s then return nil end
+        r = rec_parse(s, seq)
+        self.r[seq] = r
+    end
+    return r
+end
+
+function Sale:touch(r) self.rd[r.seq] = r end
+
+function Sale:id_of(r) return r.id or (self.tag .. '-' .. num(r.seq)) end
+
+-- The reservation with id `id` (sale.rs find): a generated id is parsed,
+-- a client id is looked up.
+function Sale:find(id)
+    if #id >= 10 and string.byte(id, 9) == 45 and string.sub(id, 1, 8) == self.tag then
+        local d = string.sub(id, 10)
+        if #d <= 10 and not string.find(d, '[^0-9]') and (#d == 1 or string.byte(d, 1) ~= 48) then
+            local seq = tonumber(d)
+            if seq < self.n then
+                local r = self:rec(seq)
+                if r and not r.id then return r end
+            end
+        end
+    end
+    if self.ci > 0 then
+        local seq = self:get('i:' .. id)
+        if seq then return self:rec(tonumber(seq)) end
+    end
+    return nil
+end
+
+function Sale:bucket(i)
+    local v = self.bk[i]
+    if v == nil then
+        v = tonumber(self:get('b:' .. num(i)))
+        self.bk[i] = v
+    end
+    return v
+end
+
+function Sale:alloc(i)
+    local v = self.al[i]
+    if v == nil then
+        v = tonumber(self:get('a:' .. num(i)))
+        self.al[i] = v
+    end
+    return v
+end
+
+function Sale:set_bucket(i, v)
+    self.bk[i] = v
+    self.bd[i] = true
+end
+
+-- Every bucket's remaining units, 0-based, in one call.
+function Sale:all_buckets()
+    local fields, want = {}, {}
+    for i = 0, self.shards - 1 do
+        if self.bk[i] == nil then
+            fields[#fields + 1] = 'b:' .. num(i)
+            want[#want + 1] = i
+        end
+    end
+    for s = 1, #fields, 1000 do
+        local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
+        for j, v in ipairs(vals) do self.bk[want[s + j - 1]] = tonumber(v) end
+    end
+    local out = {}
+    for i = 0, self.shards - 1 do out[i] = self.bk[i] end
+    return out
+end
+
+function Sale:all_allocs()
+    local fields, want = {}, {}
+    for i = 0, self.shards - 1 do
+        if self.al[i] == nil then
+            fields[#fields + 1] = 'a:' .. num(i)
+            want[#want + 1] = i
+        end
+    end
+    for s = 1, #fields, 1000 do
+        local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
+        for j, v in ipairs(vals) do self.al[want[s + j - 1]] = tonumber(v) end
+    end
+end
+
+-- Plans taking qty from `home`, then the other buckets in order
+-- (buckets.rs plan_take); nil when they do not hold it.
+function Sale:plan_take(home, qty)
+    local left = self:bucket(home)
+    if left >= qty then return {{home, qty}} end
+    self:all_buckets()
+    local need, takes = qty, {}
+    for step = 0, self.shards - 1 do
+        if need == 0 then break end
+        local b = (home + step) % self.shards
+        local got = math.min(self.bk[b], need)
+        if got > 0 then
+            takes[#takes + 1] = {b, got}
+            need = need - got
+        end
+    end
+    if need > 0 then return nil end
+    return takes
+end
+
+function Sale:take(takes)
+    for _, t in ipairs(takes) do self:set_bucket(t[1], self:bucket(t[1]) - t[2]) end
+end
+
+-- Units back to the buckets they came from, each capped at its allocation.
+function Sale:give_back(takes)
+    local given = 0
+    for _, t in ipairs(takes) do
+        local b = t[1]
+        local left = self:bucket(b)
+        local back = math.min(t[2], self:alloc(b) - left)
+        self:set_bucket(b, left + back)
+        given = given + back
+    end
+    return given
+end
+
+function Sale:writes_stream() return self.stream ~= nil and self.owner == self.key end
+
+function Sale:event(word, r)
+    if self:writes_stream() then self.ev[#self.ev + 1] = {word, self:id_of(r), r.user, r.qty} end
+end
+
+------------------------------------------------------------------ buyers
+
+local function parse_u(u)
+    local head, q = u:match('^(%d+):(%d+)$')
+    return tonumber(head), tonumber(q)
+end
+
+-- Links a live record into its buyer's chain (newest first) and counts it.
+function Sale:join_buyer(r)
+    local uf = 'u:' .. r.user
+    local u = self:get(uf)
+    if not u then
+        self:set(uf, num(r.seq) .. ':' .. num(r.qty))
+        self.buyers = self.buyers + 1
+        r.prev, r.next = nil, nil
+        return
+    end
+    local head, q = parse_u(u)
+    local sum = q + r.qty
+    if r.seq > head then
+        local h = self:rec(head)
+        h.next = r.seq
+        self:touch(h)
+        r.prev, r.next = head, nil
+        self:set(uf, num(r.seq) .. ':' .. num(sum))
+        return
+    end
+    -- An older record coming back (RECONCILE retake) goes where its
+    -- sequence number sorts, so the head stays the newest live record.
+    self:set(uf, num(head) .. ':' .. num(sum))
+    local at = self:rec(head)
+    while at.prev and at.prev > r.seq do at = self:rec(at.prev) end
+    local older = at.prev
+    r.prev, r.next = older, at.seq
+    at.prev = r.seq
+    self:touch(at)
+    if older then
+        local o = self:rec(older)
+        o.next = r.seq
+        self:touch(o)
+    end
+end
+
+-- Unlinks a record that stops being live.
+function Sale:leave_buyer(r)
+    local uf = 'u:' .. r.user
+    local head, q = parse_u(self:get(uf))
+    local older, newer = r.prev, r.next
+    r.prev, r.next = nil, nil
+    if not older and not newer then
+        self:set(uf, false)
+        self.buyers = self.buyers - 1
+        return
+    end
+    if head == r.seq then
+        local o = self:rec(older)
+        o.next = nil
+        self:touch(o)
+        self:set(uf, num(older) .. ':' .. num(q - r.qty))
+    else
+        local nw = self:rec(newer)
+        nw.prev = older
+        self:touch(nw)
+        if older then
+            local o = self:rec(older)
+            o.next = newer
+            self:touch(o)
+        end
+        self:set(uf, num(head) .. ':' .. num(q - r.qty))
+    end
+end
+
+----------------------------------------------------------- state changes
+
+-- RELEASE (cause 'r') or hold expiry (cause 'x') of a pending record.
+function Sale:release(r, cause)
+    local takes = takes_parse(r.takes, r.qty)
+    local was_hold = r.st == 'P'
+    self:leave_buyer(r)
+    set_state(r, cause)
+    r.takes = ''
+    self.rem = self.rem + self:give_back(takes)
+    self.pend = self.pend - r.qty
+    self.rel = self.rel + r.qty
+    if cause == 'x' then self.exp = self.exp + r.qty end
+    if was_hold then self.hn = self.hn - 1 end
+    self:touch(r)
+    self:event(cause == 'x' and 'expired' or 'released', r)
+end
+
+function Sale:confirm(r)
+    if r.st == 'P' then self.hn = self.hn - 1 end
+    set_state(r, 'c')
+    self.pend = self.pend - r.qty
+    self.conf = self.conf + r.qty
+    self:touch(r)
+    self:event('confirmed', r)
+end
+
+-- A released record takes stock again and becomes confirmed (RECONCILE APPLY).
+function Sale:retake(r, takes)
+    self:take(takes)
+    self.rem = self.rem - r.qty
+    self.rel = self.rel - r.qty
+    if state_of(r) == 'x' then self.exp = self.exp - r.qty end
+    self.conf = self.conf + r.qty
+    set_state(r, 'c')
+    r.takes = takes_fmt(takes)
+    self:join_buyer(r)
+    self:touch(r)
+    self:event('confirmed', r)
+end
+
+-- A creation time never before the previous record's: creation order stays
+-- deadline order when the clock steps back.
+function Sale:stamp(now)
+    if self.n > 0 and self.lc > now then return self.lc end
+    return now
+end
+
+-- Adds a new record (RESERVE, or RECONCILE adopting an order).
+function Sale:insert(id, user, qty, state, created, takes)
+    local seq = self.n
+    local hold = state == 'p' and self.hold > 0
+    -- A client id written the way generated ids are, for this very record,
+    -- is stored as generated (sale.rs insert_record).
+    local client = id ~= self.tag .. '-' .. num(seq)
+    local r = {seq = seq, st = hold and 'P' or state, qty = qty, off = created - self.t0, takes = takes_fmt(takes),
+               prev = false, next = false, id = client and id or nil, user = user}
+    r.prev, r.next = nil, nil
+    if client then
+        self:set('i:' .. id, num(seq))
+        self.ci = self.ci + 1
+    end
+    self:take(takes)
+    self.rem = self.rem - qty
+    if state == 'p' then self.pend = self.pend + qty else self.conf = self.conf + qty end
+    self.n = seq + 1
+    self.lc = created
+    self.r[seq] = r
+    self:join_buyer(r)
+    if hold then
+        if self.hn == 0 then
+            self.hc, self.hd = seq, created + self.hold
+        end
+        self.hn = self.hn + 1
+    end
+    self:touch(r)
+    self:event(state == 'p' and 'reserved' or 'confirmed', r)
+    return r
+end
+
+-- `<tag>-<seq>`; when a client took that string as its REQID, the smallest
+-- free `<tag>-<seq>-<k>`.
+function Sale:generate_id()
+    local id = self.tag .. '-' .. num(self.n)
+    if self.ci == 0 or not self:find(id) then return id end
+    local k = 1
+    while self:find(id .. '-' .. num(k)) do k = k + 1 end
+    return id .. '-' .. num(k)
+end
+
+-- Releases at most `max` holds that ran out at `now`, oldest first, from the
+-- hold cursor `hc`; `hd` is the deadline of the hold there (0: not known), so
+-- a call with nothing due reads nothing. Reads at most SCAN_BUDGET records.
+-- Returns how many it released.
+function Sale:expire_due(now, max)
+    if self.hold == 0 or self.hn == 0 or (self.hd > 0 and self.hd > now) then return 0 end
+    local released, at, batch, hd = 0, self.hc, 1, 0
+    local stop = math.min(self.n, self.hc + SCAN_BUDGET)
+    while released < max and at < stop do
+        if self.r[at] == nil and self.c[num(at)] == nil then
+            self:prefetch(at, math.min(batch, stop - at))
+            batch = math.min(batch * 4, 64)
+        end
+        local r = self:rec(at)
+        if r.st == 'P' then
+            local deadline = self.t0 + r.off + self.hold
+            if deadline > now then
+                hd = deadline
+                break
+            end
+            self:release(r, 'x')
+            released = released + 1
+            if self.hn == 0 then
+                at = self.n
+                break
+            end
+        end
+        at = at + 1
+    end
+    if released > 0 or at ~= self.hc then
+        self.hc, self.hd = at, hd
+    else
+        -- Only learned the deadline: kept if the call writes anyway.
+        self.hd_hint = hd
+    end
+    return released
+end
+
+-- After a change: the cursor moves off a record that is no longer a hold
+-- (reading at most SCAN_BUDGET records; the next call goes on).
+function Sale:fix_cursor()
+    if self.hn == 0 then
+        self.hc, self.hd = self.n, 0
+        return
+    end
+    -- Only a record this call changed can have stopped being a hold.
+    local r = self.r[self.hc]
+    if r == nil or r.st == 'P' then return end
+    local at, stop, batch = self.hc, math.min(self.n, self.hc + SCAN_BUDGET), 1
+    self.hd = 0
+    while at < stop do
+        if self.r[at] == nil and self.c[num(at)] == nil then
+            self:prefetch(at, math.min(batch, stop - at))
+            batch = math.min(batch * 4, 64)
+        end
+        r = self:rec(at)
+        if r.st == 'P' then
+            self.hd = self.t0 + r.off + self.hold
+            break
+        end
+        at = at + 1
+    end
+    self.hc = at
+end
+
+-- Writes the call's changes: stream entries first (the one step that can
+-- fail, on a STREAM key of another type or without permission: then
+-- nothing is written), then the hash in one HSET (and one HDEL).
+function Sale:flush()
+    local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
+    if not changed then return false end
+    if self.hd_hint then self.hd = self.hd_hint end
+    self:fix_cursor()
+    -- An ACL refusal inside a function cannot be caught: ask first.
+    if #self.ev > 0 and not redis.acl_check_cmd('XADD', self.stream, '*', 'event', 'x') then
+        fail("NOPERM this user has no permission to write the sale's STREAM key")
+    end
+    for i, e in ipairs(self.ev) do
+        local args = {self.stream}
+        if self.maxlen then
+            args[2], args[3], args[4] = 'MAXLEN', '~', self.maxlen
+        end
+        args[#args + 1] = '*'
+        for _, v in ipairs({'event', e[1], 'rid', e[2], 'user', e[3], 'qty', num(e[4])}) do args[#args + 1] = v end
+        if i == 1 then
+            local ok, err = pcall(redis.call, 'XADD', unpack(args))
+            if not ok then
+                err = type(err) == 'table' and (err.err or '') or tostring(err)
+                if string.find(err, 'WRONGTYPE', 1, true) then fail('ERR the STREAM key holds a value that is not a stream') end
+                if string.find(err, 'NOPERM', 1, true) or string.find(err, 'permission', 1, true)
+                    or string.find(err, "can't access", 1, true) then
+                    fail("NOPERM this user has no permission to write the sale's STREAM key")
+                end
+                fail(err)
+            end
+        else
+            redis.call('XADD', unpack(args))
+        end
+    end
+    local set, del = {}, {}
+    for f, v in pairs(self.w) do
+        if v then
+            set[#set + 1] = f
+            set[#set + 1] = v
+        else
+            del[#del + 1] = f
+        end
+    end
+    for seq, r in pairs(self.rd) do
+        set[#set + 1] = num(seq)
+        set[#set + 1] = rec_fmt(r)
+    end
+    for i in pairs(self.bd) do
+        set[#set + 1] = 'b:' .. num(i)
+        set[#set + 1] = num(self.bk[i])
+    end
+    if meta_changed(self) then
+        set[#set + 1] = 'm'
+        set[#set + 1] = meta_fmt(self)
+    end
+    for s = 1, #set, 2000 do redis.call('HSET', self.key, unpack(set, s, math.min(s + 1999, #set))) end
+    for s = 1, #del, 1000 do redis.call('HDEL', self.key, unpack(del, s, math.min(s + 999, #del))) end
+    return true
+end
+
+-- Sold-out and restock signals: the module's keyspace events
+-- seckill.soldout / seckill.restock, published on seckill:events:<key>.
+local function stock_edge(key, before, after)
+    if before > 0 and after == 0 then
+        redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout')
+    elseif before == 0 and after > 0 then
+        redis.call('PUBLISH', CHANNEL .. key, 'seckill.restock')
+    end
+end
+
+function Sale:finish(before)
+    if self:flush() then stock_edge(self.key, before, self.rem) end
+end
+
+------------------------------------------------------------------ report
+
+-- Field/value pairs in the module's order (a flat array: Lua tables are
+-- unordered, so a RESP3 map could not keep the order; see the docs).
+function Sale:report()
+    local b = self:all_buckets()
+    local shards, sum = {}, 0
+    for i = 0, self.shards - 1 do
+        shards[i + 1] = b[i]
+        sum = sum + b[i]
+    end
+    local ok = sum == self.rem and self.rem + self.pend + self.conf == self.total + self.recv - self.sent
+    local out = {'total', self.total, 'remaining', self.rem, 'pending', self.pend, 'confirmed', self.conf,
+                 'released', self.rel, 'expired', self.exp, 'buyers', self.buyers, 'reservations', self.n,
+                 'shards', shards, 'invariant', redis.status_reply(ok and 'ok' or 'broken')}
+    if self.round then
+        local list = self:get('peers') or ''
+        local peers, fields, pos = {}, {}, 1
+        while pos <= #list do
+            local len, at = list:match('^(%d+):()', pos)
+            len = tonumber(len)
+            local p = string.sub(list, at, at + len - 1)
+            peers[#peers + 1] = p
+            fields[#fields + 1] = 'p:' .. p
+            pos = at + len
+        end
+        local rows = {}
+        for s = 1, #fields, 1000 do
+            local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
+            for j, v in ipairs(vals) do
+                local i = s + j - 1
+                local cached = self.w[fields[i]]
+                if cached then v = cached end
+                local sent, recv = (v or '0:0'):match('^(%d+):(%d+)$')
+                rows[i] = {peers[i], tonumber(sent), tonumber(recv)}
+            end
+        end
+        for _, v in ipairs({'round', self.round, 'sent', self.sent, 'received', self.recv, 'peers', rows}) do
+            out[#out + 1] = v
+        end
+    end
+    return out
+end
+
+------------------------------------------------------------------ memory
+
+-- Whether the server is over maxmemory (the module's OOM context flag):
+-- used memory, less what eviction does not count, above maxmemory.
+local function over_maxmemory()
+    local info = redis.call('INFO', 'memory')
+    local max = tonumber(info:match('\nmaxmemory:(%d+)'))
+    if not max or max == 0 then return false end
+    local used = tonumber(info:match('\nused_memory:(%d+)')) or 0
+    local free = tonumber(info:match('\nmem_not_counted_for_evict:(%d+)')) or 0
+    return used - free > max
+end
+
+---------------------------------------------------------------- commands
+
+local function arity(name) fail("ERR wrong number of arguments for '" .. name .. "' command") end
+
+local function one_key(keys, name)
+    if #keys ~= 1 then arity(name) end
+    return keys[1]
+end
+
+local function status_id_count(st, id, n) return {redis.status_reply(st), id or false, n} end
+local function status_count(st, n) return {redis.status_reply(st), n} end
+
+-- A STREAM key must be empty or a stream, and writable by the caller.
+local function check_stream(skey)
+    if not redis.acl_check_cmd('XADD', skey, '*', 'event', 'x') or not redis.acl_check_cmd('TYPE', skey) then
+        fail("NOPERM this user has no permission to write the sale's STREAM key")
+    end
+    local t = redis.call('TYPE', skey)
+    t = type(t) == 'table' and t.ok or t
+    if t ~= 'none' and t ~= 'stream' then fail('ERR the STREAM key holds a value that is not a stream') end
+end
+
+-- The new round's tag: eight hex digits from the clock, the key and the
+-- previous tag, so generated ids do not repeat across rounds.
+local function new_tag(key, old)
+    local t = redis.call('TIME')
+    local sec, usec = tonumber(t[1]), tonumber(t[2])
+    local h = bit.bxor(bit.tobit((sec % 65536) * 65536 + usec % 65536), bit.tobit(math.floor(usec / 65536) * 2654435))
+    h = bit.bxor(h, bit.tobit(key_slot(key) * 40503 + #key))
+    if old then h = bit.bxor(h, bit.tobit((tonumber(old, 16) or 0) + 0x9e3779b9)) end
+    h = bit.bxor(h, bit.rshift(h, 15))
+    h = bit.tobit(bit.band(h, 0xffff) * 0x2c1b + bit.band(bit.rshift(h, 16), 0xffff) * 0x3cd7 * 65536 % 4294967296)
+    return bit.tohex(h)
+end
+
+local function cmd_init(keys, args)
+    local key = one_key(keys, 'seckill.init')
+    if #args < 1 then arity('seckill.init') end
+    local total = parse_u64('TOTAL', args[1], 0, MAX_TOTAL)
+    local c = {shards = 1, limit = 1, hold = 0, start = 0}
+    local ttl, replace, stream, maxlen, round, peers
+    local o = options(args, 2)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        local w = option_word(word)
+        if w == 'SHARDS' then
+            c.shards = o:number('SHARDS', 1, MAX_SHARDS)
+        elseif w == 'LIMIT' then
+            c.limit = o:number('LIMIT', 1, MAX_TOTAL)
+        elseif w == 'HOLD' then
+            c.hold = o:number('HOLD', 0, MAX_TIME_MS)
+        elseif w == 'START' then
+            c.start = o:number('START', 0, MAX_TIME_MS)
+        elseif w == 'END' then
+            c.end_ = o:number('END', 1, MAX_TIME_MS)
+        elseif w == 'TTL' then
+            ttl = o:number('TTL', 1, MAX_TTL_S)
+        elseif w == 'STREAM' then
+            o:once('STREAM')
+            stream = o:value('STREAM')
+            if o:peek_is('MAXLEN') then
+                local _, digits = o:number('MAXLEN', 1, I64_MAX)
+                maxlen = digits
+            end
+        elseif w == 'SPLIT' then
+            o:once('SPLIT')
+            round = o:value('SPLIT')
+            local n = parse_u64('SPLIT peer count', o:value('SPLIT'), 1, MAX_PEERS)
+            if o.p + n - 1 > #args then fail('ERR SPLIT peer count is more than the peers given') end
+            peers = {}
+            for i = o.p, o.p + n - 1 do peers[#peers + 1] = args[i] end
+            o.p = o.p + n
+            if #round < 1 or #round > MAX_ROUND then fail('ERR SPLIT round must be 1 to 64 bytes') end
+            for _, p in ipairs(peers) do
+                parse_id('SPLIT peer', p)
+                if p == key then fail('ERR SPLIT peer must differ from the key: a key cannot send to itself') end
+            end
+            table.sort(peers, function(a, b) return bytecmp(a, b) < 0 end)
+            for i = 2, #peers do
+                if peers[i] == peers[i - 1] then fail('ERR SPLIT names a peer twice') end
+            end
+        elseif w == 'REPLACE' then
+            o:once('REPLACE')
+            replace = true
+        else
+            unknown_option(word)
+        end
+    end
+    if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
+    if stream then
+        if stream == key then fail('ERR STREAM key must differ from the sale key') end
+        if key_slot(stream) ~= key_slot(key) then
+            fail('ERR STREAM key must hash to the sale key\'s slot: give both one hash tag, as sale:{1001} and sale:{1001}:events')
+        end
+    end
+    if not hash_tag(key) and redis.call('INFO', 'cluster'):match('cluster_enabled:1') then
+        fail('ERR in a cluster the sale key needs a hash tag, as sale:{1001}: the library keeps a sale and its stream in one slot')
+    end
+    local before = open(key)
+    if before and not replace then return redis.status_reply('EXISTS') end
+    if stream then check_stream(stream) end
+    local now = now_ms()
+    if before then redis.call('DEL', key) end
+    local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
+               tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
+               buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
+               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round}
+    local f = {'m', meta_fmt(S)}
+    local function add(...)
+        for _, v in ipairs({...}) do f[#f + 1] = v end
+    end
+    if round then
+        local list = {}
+        for i, p in ipairs(peers) do
+            list[i] = #p .. ':' .. p
+            add('p:' .. p, '0:0')
+        end
+        add('peers', table.concat(list))
+    end
+    local base, extra = idiv(total, c.shards), total % c.shards
+    for i = 0, c.shards - 1 do
+        local a = num(base + (i < extra and 1 or 0))
+        add('b:' .. num(i), a, 'a:' .. num(i), a)
+    end
+    for s = 1, #f, 2000 do redis.call('HSET', key, unpack(f, s, math.min(s + 1999, #f))) end
+    if ttl then redis.call('PEXPIREAT', key, num(now + ttl * 1000)) end
+    if before then stock_edge(key, before.rem, total) end
+    return redis.status_reply('OK')
+end
+
+-- RESERVE's common case in three server calls (HMGET, TIME, HSET) and no
+-- Sale object: one bucket, a buyer with no live units, no REQID the sale
+-- knows, no due hold to release first. It makes exactly the change the
+-- general path makes (tests/functions/test_differential.py holds both to
+-- the module). Returns the reply, or nil and what it read when the general
+-- path must decide.
+local function reserve_fast(key, user, qty, reqid)
+    local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
+    local v = redis.call('HMGET', key, 'm', 'b:0', uf, idf or 'm')
+    local m = v[1]
+    if not m or v[3] or (reqid and v[4]) or #m < META_BYTES then return nil, v end
+    local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
+        lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
+    if layout ~= LAYOUT or shards ~= 1 or qty > limit then return nil, v end
+    local tag = string.format('%08x', tag_n)
+    if reqid and #reqid >= 10 and string.sub(reqid, 1, 9) == tag .. '-' then return nil, v end
+    if not reqid and ci > 0 then return nil, v end
+    local now = 0
+    if rem >= qty or start > 0 or end_ >= 0 or hn > 0 then now = now_ms() end
+    if hold > 0 and hn > 0 and (hd == 0 or hd <= now) then return nil, v end
+    if now < start then return {redis.status_reply('NOT_STARTED'), false, rem} end
+    if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
+    if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
+    local b0 = tonumber(v[2])
+    if b0 < qty then return nil, v end
+    local seq = num(n)
+    local id = reqid or (tag .. '-' .. seq)
+    local created = (n > 0 and lc > now) and lc or now
+    local client = reqid ~= nil
+    local record = (hold > 0 and 'P' or 'p') .. num(qty) .. ',' .. num(created - t0) .. ',0,,,'
+        .. (client and (#id .. ',' .. id) or '0,') .. user
+    if hold > 0 then
+        if hn == 0 then hc, hd = n, created + hold end
+        hn = hn + 1
+    else
+        hc, hd = n + 1, 0
+    end
+    if client then ci = ci + 1 end
+    local tail = string.sub(m, META_BYTES + 1)
+    if tail ~= '0:0:0:0:' then
+        -- The stream, written first (an error there changes nothing).
+        local len, at = tail:match('^(%d+):()')
+        local stream = string.sub(tail, at, at + tonumber(len) - 1)
+        local pos = at + tonumber(len)
+        local olen, oat = tail:match('^(%d+):()', pos)
+        local owner = string.sub(tail, oat, oat + tonumber(olen) - 1)
+        pos = oat + tonumber(olen)
+        local mlen, mat = tail:match('^(%d+):()', pos)
+        local maxlen = tonumber(mlen) > 0 and string.sub(tail, mat, mat + tonumber(mlen) - 1) or nil
+        if stream ~= '' and owner == key then
+            if not redis.acl_check_cmd('XADD', stream, '*', 'event', 'x') then
+                fail("NOPERM this user has no permission to write the sale's STREAM key")
+            end
+            local ok, err
+            if maxlen then
+                ok, err = pcall(redis.call, 'XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', 'reserved', 'rid', id,
+                    'user', user, 'qty', num(qty))
+            else
+                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty',
+                    num(qty))
+            end
+            if not ok then
+                err = type(err) == 'table' and (err.err or '') or tostring(err)
+                if string.find(err, 'WRONGTYPE', 1, true) then fail('ERR the STREAM key holds a value that is not a stream') end
+                fail(err)
+            end
+        end
+    end
+    local left = rem - qty
+    local meta = struct.pack(META_FORMAT, layout, total, shards, limit, hold, start, end_, tag_n, n + 1, left,
+        pend + qty, conf, rel, exp, buyers + 1, hc, hn, hd, t0, created, ci, sent, recv) .. tail
+    if client then
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty), idf, seq)
+    else
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty))
+    end
+    if rem > 0 and left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
+    return {redis.status_reply('RESERVED'), id, left}
+end
+
+local function cmd_reserve(keys, args)
+    local key = one_key(keys, 'seckill.reserve')
+    if #args < 1 then arity('seckill.reserve') end
+    local user = parse_id('user id', args[1])
+    local qty, reqid = 1, nil
+    local o = options(args, 2)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        local w = option_word(word)
+        if w == 'QTY' then
+            qty = o:number('QTY', 1, MAX_TOTAL)
+        elseif w == 'REQID' then
+            o:once('REQID')
+            reqid = parse_id('REQID', o:value('REQID'))
+        else
+            unknown_option(word)
+        end
+    end
+    local fast, pre = reserve_fast(key, user, qty, reqid)
+    if fast then return fast end
+    local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
+    if not S then return status_id_count('NO_SALE', nil, 0) end
+    if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    local before = S.rem
+    -- A sold-out sale without window or holds answers without the clock.
+    local now = 0
+    if S.rem >= qty or S.start > 0 or S.end_ or S.hn > 0 then now = now_ms() end
+    S:expire_due(now, LAZY_CHUNK)
+    local st, id
+    if reqid and S:find(reqid) then
+        st, id = 'DUPLICATE', reqid
+    elseif now < S.start then
+        st = 'NOT_STARTED'
+    elseif S.end_ and now >= S.end_ then
+        st = 'ENDED'
+    else
+        local u = S:get('u:' .. user)
+        local head, held = nil, 0
+        if u then head, held = parse_u(u) end
+        if held + qty > S.limit then
+            st, id = 'LIMIT', S:id_of(S:rec(head))
+        elseif S.rem < qty then
+            st = 'SOLD_OUT'
+        else
+            local takes = S:plan_take(home_of(user, S.shards), qty)
+            if not takes then
+                st = 'SOLD_OUT'
+            else
+                id = reqid or S:generate_id()
+                S:insert(id, user, qty, 'p', S:stamp(now), takes)
+                st = 'RESERVED'
+            end
+        end
+    end
+    S:finish(before)
+    return status_id_count(st, id, S.rem)
+end
+
+-- RELEASE and CONFIRM: due holds first, then the reservation's fate.
+local function settle(keys, args, name, decide)
+    local key = one_key(keys, name)
+    if #args ~= 1 then arity(name) end
+    local rid = parse_id('reservation id', args[1])
+    local S = open(key, 'i:' .. rid)
+    if not S then return status_count('NOT_FOUND', 0) end
+    local before = S.rem
+    S:expire_due(now_ms(), LAZY_CHUNK)
+    local r = S:find(rid)
+    local st = decide(S, r)
+    S:finish(before)
+    return status_count(st, S.rem)
+end
+
+local function cmd_release(keys, args)
+    return settle(keys, args, 'seckill.release', function(S, r)
+        if not r then return 'NOT_FOUND' end
+        local s = state_of(r)
+        if s == 'c' then return 'CONFIRMED' end
+        if s ~= 'p' then return 'ALREADY_RELEASED' end
+        S:release(r, 'r')
+        return 'RELEASED'
+    end)
+end
+
+local function cmd_confirm(keys, args)
+    return settle(keys, args, 'seckill.confirm', function(S, r)
+        if not r then return 'NOT_FOUND' end
+        local s = state_of(r)
+        if s == 'c' then return 'ALREADY_CONFIRMED' end
+        if s ~= 'p' then return 'RELEASED' end
+        S:confirm(r)
+        return 'CONFIRMED'
+    end)
+end
+
+local function cmd_reconcile(keys, args)
+    local key = one_key(keys, 'seckill.reconcile')
+    local expire, apply, orders = false, false, nil
+    local o = options(args, 1)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        local w = option_word(word)
+        if w == 'EXPIRE' then
+            o:once('EXPIRE')
+            expire = true
+        elseif w == 'APPLY' then
+            o:once('APPLY')
+            apply = true
+        elseif w == 'ORDERS' then
+            local count, digits = o:number('ORDERS', 1, U64_MAX)
+            if not count or count > MAX_ORDERS then
+                fail('ERR ORDERS takes at most 1000 rows per call: send the ledger in chunks')
+            end
+            if count > math.floor(#args / 3) then fail('ERR ORDERS count is more than the rows given') end
+            orders = {}
+            for i = 1, count do
+                local rid = parse_id('order reservation id', o:value('ORDERS'))
+                local user = parse_id('order user id', o:value('ORDERS'))
+                local qty = parse_u64('order qty', o:value('ORDERS'), 1, MAX_TOTAL)
+                orders[i] = {rid, user, qty}
+            end
+        else
+            unknown_option(word)
+        end
+    end
+    if apply and not orders then fail('ERR APPLY needs ORDERS') end
+    local S = open(key)
+    if not S then return false end
+    if apply and over_maxmemory() then fail(OOM) end
+    local now = now_ms()
+    local before = S.rem
+    if expire or apply then S:expire_due(now, LAZY_CHUNK) end
+    local ok, pending, released, unknown, conflict = 0, {}, {}, {}, {}
+    for _, row in ipairs(orders or {}) do
+        local rid, user, qty = row[1], row[2], row[3]
+        local r = S:find(rid)
+        local s = r and state_of(r)
+        if s == 'c' then
+            ok = ok + 1
+        elseif s == 'p' then
+            pending[#pending + 1] = rid
+            if apply then S:confirm(r) end
+        elseif s then
+            local takes = S.rem >= r.qty and S:plan_take(home_of(r.user, S.shards), r.qty)
+            if not apply then
+                released[#released + 1] = rid
+            elseif takes then
+                released[#released + 1] = rid
+                S:retake(r, takes)
+            else
+                conflict[#conflict + 1] = rid
+            end
+        else
+            local takes = S.rem >= qty and S:plan_take(home_of(user, S.shards), qty)
+            if not apply then
+                unknown[#unknown + 1] = rid
+            elseif takes then
+                unknown[#unknown + 1] = rid
+                S:insert(rid, user, qty, 'c', S:stamp(now), takes)
+            else
+                conflict[#conflict + 1] = rid
+            end
+        end
+    end
+    S:finish(before)
+    local out = S:report()
+    if orders then
+        for _, v in ipairs({'orders_ok', ok, 'orders_pending', #pending, 'orders_released', #released,
+                            'orders_unknown', #unknown, 'orders_conflict', #conflict,
+                            'orders_pending_ids', pending, 'orders_released_ids', released,
+                            'orders_unknown_ids', unknown, 'orders_conflict_ids', conflict}) do
+            out[#out + 1] = v
+        end
+    end
+    return out
+end
+
+local function cmd_info(keys, args)
+    local key = one_key(keys, 'seckill.info')
+    if #args ~= 0 then arity('seckill.info') end
+    local S = open(key)
+    if not S then return false end
+    return S:report()
+end
+
+local function cmd_get(keys, args)
+    local key = one_key(keys, 'seckill.get')
+    if #args ~= 1 then arity('seckill.get') end
+    local rid = parse_id('reservation id', args[1])
+    local S = open(key)
+    if not S then return false end
+    local r = S:find(rid)
+    if not r then return false end
+    local created = S.t0 + r.off
+    return {'user', r.user, 'qty', r.qty, 'state', STATE_WORD[state_of(r)], 'created_ms', created,
+            'deadline_ms', has_deadline(r) and created + S.hold or 0}
+end
+
+local function parse_peer(key, raw)
+    parse_id('peer', raw)
+    if raw == key then fail('ERR peer must differ from the key: a key cannot send to itself') end
+    return raw
+end
+
+local function parse_round(raw)
+    if #raw < 1 or #raw > MAX_ROUND then fail('ERR ROUND must be 1 to 64 bytes') end
+    return raw
+end
+
+local ROUND_REQUIRED = 'ERR ROUND is required: the split sale\'s round, so a transfer from another round changes nothing'
+
+-- Only a part of a split sale moves stock, only with a peer it declared,
+-- only in its own round.
+local function check_transfer(S, peer, round)
+    if not S.round then fail('ERR the sale is not a part of a split sale (INIT ... SPLIT)') end
+    if S.round ~= round then
+        fail('STALEROUND the key is in another round of its split sale (an INIT ... REPLACE started it): reload the layout')
+    end
+    local c = S:get('p:' .. peer)
+    if not c then fail("ERR the peer is not one of this part's declared peers") end
+    local sent, recv = c:match('^(%d+):(%d+)$')
+    return tonumber(sent), tonumber(recv)
+end
+
+-- The lowest level L >= 1 with sum(max(0, r - L)) < qty over the buckets,
+-- found from the sorted remainders (buckets.rs plan_send's level).
+local function send_level(rems, n, qty)
+    local sorted = {}
+    for i = 0, n - 1 do sorted[#sorted + 1] = rems[i] end
+    table.sort(sorted, function(a, b) return a > b end)
+    local best, sum = nil, 0
+    for k = 1, #sorted do
+        sum = sum + sorted[k]
+        local lo, hi = sorted[k + 1] or 0, sorted[k]
+        -- Here the k fullest are above L: sum - k L < qty, L > (sum - qty) / k.
+        local l = sum - qty < 0 and 0 or idiv(sum - qty, k) + 1
+        if l < lo then l = lo end
+        if l <= hi and (best == nil or l < best) then best = l end
+    end
+    return best or 0
+end
+
+-- The highest level L with sum(max(0, L - r)) <= qty (plan_credit's level).
+local function credit_level(rems, n, qty)
+    local sorted = {}
+    for i = 0, n - 1 do sorted[#sorted + 1] = rems[i] end
+    table.sort(sorted)
+    local best, sum = 0, 0
+    for k = 1, #sorted do
+        sum = sum + sorted[k]
+        local lo, hi = sorted[k], sorted[k + 1]
+        -- Here the k emptiest are below L: k L - sum <= qty.
+        local l = idiv(qty + sum, k)
+        if hi and l > hi then l = hi end
+        if l >= lo and l > best then best = l end
+    end
+    return best
+end
+
+local function cmd_send(keys, args)
+    local key = one_key(keys, 'seckill.send')
+    if #args < 2 then arity('seckill.send') end
+    local peer = parse_peer(key, args[1])
+    local qty = parse_u64('qty', args[2], 1, MAX_TOTAL)
+    local min, tid, round = 1, nil, nil
+    local o = options(args, 3)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        local w = option_word(word)
+        if w == 'MIN' then
+            min = o:number('MIN', 1, MAX_TOTAL)
+        elseif w == 'TID' then
+            o:once('TID')
+            tid = parse_id('TID', o:value('TID'))
+        elseif w == 'ROUND' then
+            o:once('ROUND')
+            round = parse_round(o:value('ROUND'))
+        else
+            unknown_option(word)
+        end
+    end
+    if not tid then fail('ERR TID is required: it makes a retried SEND take nothing more') end
+    if not round then fail(ROUND_REQUIRED) end
+    local S = open(key, 'p:' .. peer, 't:' .. tid)
+    if not S then return false end
+    local sent, recv = check_transfer(S, peer, round)
+    local before = S.rem
+    S:expire_due(now_ms(), LAZY_CHUNK)
+    local taken = 0
+    if not S:get('t:' .. tid) then
+        local take = math.min(qty, S.rem)
+        if take >= min and take > 0 then
+            local rems = S:all_buckets()
+            S:all_allocs()
+            local level = send_level(rems, S.shards, take)
+            local above = 0
+            for i = 0, S.shards - 1 do above = above + math.max(0, rems[i] - level) end
+            local extra = take - above
+            for i = 0, S.shards - 1 do
+                local r = rems[i]
+                local one = (extra > 0 and r >= level and level > 0) and 1 or 0
+                extra = extra - one
+                local q = math.max(0, r - level) + one
+                if q > 0 then
+                    S:set_bucket(i, r - q)
+                    S.al[i] = S.al[i] - q
+                    S:set('a:' .. num(i), num(S.al[i]))
+                end
+            end
+            S.rem = S.rem - take
+            S.sent = S.sent + take
+            sent = sent + take
+            S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+            S:set('t:' .. tid, '1')
+            taken = take
+        end
+    end
+    S:finish(before)
+    return {taken, sent, S.rem}
+end
+
+local function cmd_recv(keys, args)
+    local key = one_key(keys, 'seckill.recv')
+    if #args < 2 then arity('seckill.recv') end
+    local peer = parse_peer(key, args[1])
+    local total_n, total_s = parse_u64('sent_total', args[2], 0, U64_MAX)
+    local round
+    local n = #args - 2
+    if n == 0 then
+        fail(ROUND_REQUIRED)
+    elseif n == 1 then
+        arity('seckill.recv')
+    elseif args[3]:upper() ~= 'ROUND' then
+        unknown_option(args[3])
+    elseif n ~= 2 then
+        arity('seckill.recv')
+    else
+        round = parse_round(args[4])
+    end
+    local S = open(key, 'p:' .. peer)
+    if not S then return false end
+    local sent, recv = check_transfer(S, peer, round)
+    -- A total the key cannot hold is refused before anything changes.
+    local credit = total_n and math.max(0, total_n - recv)
+    if credit == nil or (credit > 0 and S.total + S.recv - S.sent + credit > MAX_TOTAL) then
+        fail('ERR sent_total cannot be credited: the credit would take the sale past 10^15 units')
+    end
+    local before = S.rem
+    S:expire_due(now_ms(), LAZY_CHUNK)
+    if credit > 0 then
+        local rems = S:all_buckets()
+        S:all_allocs()
+        local level = credit_level(rems, S.shards, credit)
+        local below = 0
+        for i = 0, S.shards - 1 do below = below + math.max(0, level - rems[i]) end
+        local extra = credit - below
+        for i = 0, S.shards - 1 do
+            local r = rems[i]
+            local one = (extra > 0 and r <= level) and 1 or 0
+            extra = extra - one
+            local q = math.max(0, level - r) + one
+            if q > 0 then
+                S:set_bucket(i, r + q)
+                S.al[i] = S.al[i] + q
+                S:set('a:' .. num(i), num(S.al[i]))
+            end
+        end
+        S.rem = S.rem + credit
+        S.recv = S.recv + credit
+        recv = total_n
+        S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+    end
+    S:finish(before)
+    return {credit, recv, S.rem}
+end
+
+-- FCALL seckill_expire 1 key [count]: releases up to count (default 128,
+-- at most 256) holds that ran out, oldest first. Replies how many; a worker
+-- calls again while the reply equals count.
+local function cmd_expire(keys, args)
+    local key = one_key(keys, 'seckill_expire')
+    if #args > 1 then arity('seckill_expire') end
+    local count = LAZY_CHUNK
+    if args[1] then count = parse_u64('count', args[1], 1, EXPIRE_MAX) end
+    local S = open(key)
+    if not S then return 0 end
+    local before = S.rem
+    local n = S:expire_due(now_ms(), count)
+    S:finish(before)
+    return n
+end
+
+------------------------------------------------------------ registration
+
+-- Runs a command: refusals and errors of the server become error replies
+-- (nothing is written before the last step, so an error changes nothing).
+local function entry(body)
+    return function(keys, args)
+        local ok, res = pcall(body, keys, args)
+        if ok then return res end
+        if type(res) == 'table' then
+            if res.seckill then return redis.error_reply(res.seckill) end
+            if res.err then return redis.error_reply(res.err) end
+        end
+        res = tostring(res)
+        if res:match('^%u[%u_]+ ') then return redis.error_reply(res) end
+        return redis.error_reply('ERR seckill internal error: ' .. res)
+    end
+end
+
+local function register(name, body, flags, description)
+    redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
+end
+
+register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE]')
+register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
+register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
+register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
+register('seckill_reconcile', cmd_reconcile, {'allow-oom'}, 'SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]')
+register('seckill_info', cmd_info, {'no-writes'}, 'SECKILL.INFO key')
+register('seckill_get', cmd_get, {'no-writes'}, 'SECKILL.GET key rid')
+register('seckill_send', cmd_send, {}, 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
+register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_total ROUND round')
+register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')
+register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, 'seckill library ' .. VERSION)

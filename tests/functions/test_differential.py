@@ -1,0 +1,177 @@
+"""The library against the module, call for call: one server with the module
+loaded and the library loaded; random command sequences (INIT with random
+options and REPLACE, RESERVE with QTY and REQIDs, retried and generated-
+looking ones, RELEASE, CONFIRM, GET, RECONCILE with and without EXPIRE and
+APPLY, SEND and RECV of a split sale with stale rounds, INFO, bad arguments)
+go to a module sale and to a library sale, and every reply must be the same:
+statuses, ids (generated ids up to their round tag), remaining stock,
+reports, and error texts. Times are left out (the two sales are made
+microseconds apart): GET is compared without created_ms, and deadline_ms as
+its distance from created_ms.
+
+Runs with the module (mk/functions.mk: functions-differential, on Redis
+7.0.15); skipped without it."""
+
+import os
+import random
+import re
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
+
+import redis  # noqa: E402
+from RLTest import Env  # noqa: E402
+
+from seckill_backend import LIBRARY  # noqa: E402
+from seckill_helpers import FUNCTIONS  # noqa: E402
+
+MOD, LIB = b'm:{k}', b'l:{k}'
+GENERATED = re.compile(rb'^[0-9a-f]{8}-\d+(-\d+)?$')
+
+
+class Pair:
+    """The module sale and the library sale, driven together."""
+
+    def __init__(self, env, conn):
+        self.env, self.c = env, conn
+        self.tags = {}
+        self.ids = {'m': [], 'l': []}
+        self.mismatches = []
+
+    def call(self, side, cmd, *args):
+        try:
+            if side == 'm':
+                return self.c.execute_command('SECKILL.' + cmd, MOD, *args)
+            verb = 'FCALL_RO' if cmd in ('INFO', 'GET') else 'FCALL'
+            return self.c.execute_command(verb, 'seckill_' + cmd.lower(), 1, LIB, *args)
+        except redis.ResponseError as e:
+            return ('error', str(e))
+
+    def learn(self, side, reply):
+        if isinstance(reply, list) and len(reply) == 3 and reply[0] == b'RESERVED' and reply[1] \
+                and GENERATED.match(reply[1]):
+            self.tags.setdefault(side, reply[1][:8])
+
+    def norm(self, x, side):
+        if isinstance(x, bytes):
+            tag = self.tags.get(side)
+            return b'<tag>' + x[8:] if tag and x.startswith(tag) and GENERATED.match(x) else x
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.norm(y, side) for y in x)
+        return x
+
+    def compare(self, what, a, b):
+        if isinstance(a, list) and len(a) == 10 and a[0] == b'user':      # GET: leave the times out
+            a = a[:6] + [a[9] - a[7] if a[9] else 0]
+            b = b[:6] + [b[9] - b[7] if b[9] else 0] if isinstance(b, list) and len(b) == 10 else b
+        na, nb = self.norm(a, 'm'), self.norm(b, 'l')
+        if na != nb:
+            self.mismatches.append((what, na, nb))
+
+    def both(self, cmd, m_args, l_args=None):
+        a = self.call('m', cmd, *m_args)
+        b = self.call('l', cmd, *(m_args if l_args is None else l_args))
+        if cmd == 'RESERVE' and b'REQID' not in m_args:   # a generated id: the round's tag
+            self.learn('m', a)
+            self.learn('l', b)
+        self.compare((cmd,) + tuple(m_args), a, b)
+        return a, b
+
+
+def _run(env, c, seed, ops, hold, buyers=12, shards=6):
+    rng = random.Random(seed)
+    p = Pair(env, c)
+    users = [b'u%d' % i for i in range(buyers)]
+    for op in range(ops):
+        x = rng.random()
+        if op == 0 or x < 0.03:
+            opts = [rng.randint(0, 30)]
+            if rng.random() < 0.5:
+                opts += ['SHARDS', rng.randint(1, shards)]
+            if rng.random() < 0.6:
+                opts += ['LIMIT', rng.randint(1, 4)]
+            if hold and rng.random() < 0.5:
+                opts += ['HOLD', 3600000]
+            split = rng.random() < 0.3
+            if split:
+                opts += ['SPLIT', 'r1', 1, 'peer:{k}']
+            if op == 0 or rng.random() < 0.7:
+                opts += ['REPLACE']
+            streams = (['STREAM', MOD + b':ev'], ['STREAM', LIB + b':ev']) if rng.random() < 0.3 else ([], [])
+            a, b = p.both('INIT', opts + streams[0], opts + streams[1])
+            if a == b'OK':
+                p.tags.clear()
+                p.ids = {'m': [], 'l': []}
+        elif x < 0.45:
+            args = [rng.choice(users)]
+            if rng.random() < 0.4:
+                args += ['QTY', rng.randint(1, 4)]
+            reqid = None
+            if rng.random() < 0.4:
+                reqid = rng.choice([b'q%d' % rng.randint(0, 15), b'gen-%d' % rng.randint(0, 6)])
+            side_args = {}
+            for side in ('m', 'l'):
+                r = reqid
+                if r and r.startswith(b'gen-'):   # a REQID written like this side's generated ids
+                    r = p.tags.get(side, b'00000000') + r[3:]
+                side_args[side] = args + ([b'REQID', r] if r else [])
+            a, b = p.both('RESERVE', side_args['m'], side_args['l'])
+            if isinstance(a, list) and a[0] == b'RESERVED' and isinstance(b, list) and b[0] == b'RESERVED':
+                p.ids['m'].append(a[1])
+                p.ids['l'].append(b[1])
+        elif x < 0.75 and p.ids['m']:
+            i = rng.randrange(len(p.ids['m']))
+            cmd = rng.choice(['RELEASE', 'CONFIRM', 'GET'])
+            p.both(cmd, [p.ids['m'][i]], [p.ids['l'][i]])
+        elif x < 0.85:
+            rows = []
+            for _ in range(rng.randint(1, 5)):
+                if p.ids['m'] and rng.random() < 0.7:
+                    rows.append((rng.randrange(len(p.ids['m'])), rng.choice(users), rng.randint(1, 3)))
+                else:
+                    rows.append((b'new%d' % rng.randint(0, 20), rng.choice(users), rng.randint(1, 3)))
+            head = ['EXPIRE'] if rng.random() < 0.3 else []
+            tail = ['APPLY'] if rng.random() < 0.5 else []
+
+            def build(side):
+                out = head + ['ORDERS', len(rows)]
+                for rid, user, qty in rows:
+                    out += [p.ids[side][rid] if isinstance(rid, int) else rid, user, qty]
+                return out + tail
+            p.both('RECONCILE', build('m'), build('l'))
+        elif x < 0.92:
+            p.both('SEND', ['peer:{k}', rng.randint(1, 8), 'MIN', rng.randint(1, 3), 'TID', 't%d' % rng.randint(0, 8),
+                            'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+        elif x < 0.97:
+            p.both('RECV', ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+        else:
+            p.both('INFO', [])
+            p.both(*rng.choice([
+                ('RESERVE', [b'']), ('RESERVE', ['u', 'QTY', 0]), ('RESERVE', ['u', 'QTY', 99]), ('RELEASE', []),
+                ('RECONCILE', ['APPLY']), ('INIT', ['-1']), ('GET', ['x' * 257]), ('INIT', [5, 'SHARDS', 2, 'shards', 3]),
+                ('SEND', ['peer:{k}', 1, 'TID', 't']), ('RECV', ['peer:{k}', 'x', 'ROUND', 'r1']),
+                ('RECONCILE', ['ORDERS', 1001]), ('INIT', [5, 'BOGUS']), ('RESERVE', ['u', 7])]))
+    p.both('INFO', [])
+    return p.mismatches
+
+
+def test_library_answers_as_the_module():
+    if FUNCTIONS:
+        raise unittest.SkipTest('needs the module loaded beside the library (the module backend)')
+    env = Env(decodeResponses=False, protocol=2)
+    env.skipOnCluster()
+    c = env.getConnection()
+    if not any(b'seckill' in str(m).encode() for m in c.execute_command('MODULE', 'LIST')):
+        raise unittest.SkipTest('the module is not loaded')
+    with open(LIBRARY, 'rb') as f:
+        c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+    total = 0
+    # Few buyers and several buckets (LIMIT, chains, borrowing), then many
+    # buyers and one bucket (RESERVE's three-call path).
+    for seed, hold, buyers, shards in ((1, False, 12, 6), (2, True, 12, 6), (3, False, 12, 6), (4, True, 12, 6),
+                                       (5, False, 5000, 1), (6, True, 5000, 1)):
+        mismatches = _run(env, c, seed, 2500, hold, buyers, shards)
+        total += 2500
+        env.assertEqual(mismatches[:3], [], message='seed %d' % seed)
+    env.debugPrint('%d random calls, each sent to both backends' % total, force=True)

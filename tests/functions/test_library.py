@@ -1,0 +1,435 @@
+"""The Functions library's own side of the contract: what the module does
+through module APIs and the library does another way (docs/managed-redis.md
+lists each difference). Runs with SECKILL_BACKEND=functions (mk/functions.mk),
+after the shared suite of tests/integration.
+
+Sales whose holds a test expires by hand are created with a direct
+`FCALL seckill_init`: the adapter's expiry worker only follows sales created
+through SECKILL.INIT."""
+
+import os
+import re
+import struct
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
+
+import redis  # noqa: E402
+from RLTest import Env  # noqa: E402
+
+from seckill_backend import LIBRARY  # noqa: E402
+from seckill_helpers import (FUNCTIONS, RawConn, check_invariant, digest, digest_value, get, info,  # noqa: E402
+                             reserve, server_ms, wait_aof_rewrite, wait_for)
+
+
+def _env(**kw):
+    if not FUNCTIONS:
+        raise unittest.SkipTest('the Functions library only (SECKILL_BACKEND=functions)')
+    env = Env(decodeResponses=True, **kw)
+    return env, env.getConnection()
+
+
+def _library_version():
+    with open(LIBRARY) as f:
+        return re.search(r"local VERSION = '([^']+)'", f.read()).group(1)
+
+
+def _init(c, key, *args):
+    """INIT without the adapter's expiry worker following the sale."""
+    return c.execute_command('FCALL', 'seckill_init', 1, key, *args)
+
+
+def _expire(c, key, *count):
+    return c.execute_command('FCALL', 'seckill_expire', 1, key, *count)
+
+
+def _messages(ps, timeout=0.5):
+    """(channel, message) pairs until `timeout` passes without one."""
+    out = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = ps.get_message(ignore_subscribe_messages=True, timeout=0.05)
+        if m and m['type'] in ('message', 'pmessage'):
+            out.append((m['channel'], m['data']))
+            deadline = time.monotonic() + timeout
+    return out
+
+
+def test_function_flags():
+    """The module's command flags, as function flags: FCALL_RO runs INFO and
+    GET (on replicas too); RELEASE, CONFIRM, RECV, RECONCILE and expiry run
+    under maxmemory; INIT, RESERVE and SEND are refused there."""
+    env, c = _env()
+    libs = c.execute_command('FUNCTION', 'LIST', 'LIBRARYNAME', 'seckill')
+    env.assertEqual(len(libs), 1)
+    lib = dict(zip(libs[0][0::2], libs[0][1::2]))
+    env.assertEqual(lib['library_name'], 'seckill')
+    flags = {}
+    for fn in lib['functions']:
+        d = dict(zip(fn[0::2], fn[1::2]))
+        flags[d['name']] = set(d['flags'])
+    env.assertEqual(flags, {
+        'seckill_init': set(), 'seckill_reserve': set(), 'seckill_send': set(),
+        'seckill_release': {'allow-oom'}, 'seckill_confirm': {'allow-oom'}, 'seckill_recv': {'allow-oom'},
+        'seckill_reconcile': {'allow-oom'}, 'seckill_expire': {'allow-oom'},
+        'seckill_info': {'no-writes'}, 'seckill_get': {'no-writes'},
+        'seckill_version': {'no-writes', 'allow-stale'}})
+    env.assertEqual(c.execute_command('FCALL_RO', 'seckill_version', 0), _library_version())
+    env.expect('FCALL_RO', 'seckill_reserve', 1, 's', 'u').error().contains('write flag')
+
+
+def test_resp3_replies():
+    """Under RESP3 the statuses, integers and nils are RESP3's; the reports
+    stay flat field/value arrays in the module's order (a Lua table cannot
+    keep a map's order, and a function cannot see the caller's protocol)."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 5, 'SHARDS', 2))
+    raw = RawConn(c, resp3=True)
+    r_info = raw.call('SECKILL.INFO', 's')
+    r_res = raw.call('SECKILL.RESERVE', 's', 'u', 'REQID', 'r1')
+    r_get = raw.call('SECKILL.GET', 's', 'r1')
+    r_none = raw.call('SECKILL.INFO', 'nokey')
+    r_nosale = raw.call('SECKILL.RESERVE', 'nokey', 'u')
+    r_rel = raw.call('SECKILL.RELEASE', 's', 'nope')
+    r_rec = raw.call('SECKILL.RECONCILE', 's', 'ORDERS', 1, 'x', 'u', 1)
+    raw.close()
+    env.assertTrue(r_info.startswith(b'*20\r\n$5\r\ntotal\r\n:5\r\n$9\r\nremaining\r\n:5\r\n'), message=r_info)
+    env.assertContains(b'$6\r\nshards\r\n*2\r\n:3\r\n:2\r\n', r_info)
+    env.assertTrue(r_info.endswith(b'$9\r\ninvariant\r\n+ok\r\n'), message=r_info)
+    env.assertEqual(r_res, b'*3\r\n+RESERVED\r\n$2\r\nr1\r\n:4\r\n')
+    env.assertTrue(r_get.startswith(b'*10\r\n$4\r\nuser\r\n$1\r\nu\r\n$3\r\nqty\r\n:1\r\n$5\r\nstate\r\n$7\r\npending\r\n'),
+                   message=r_get)
+    env.assertEqual(r_none, b'_\r\n')
+    env.assertEqual(r_nosale, b'*3\r\n+NO_SALE\r\n_\r\n:0\r\n')
+    env.assertEqual(r_rel, b'*2\r\n+NOT_FOUND\r\n:4\r\n')
+    env.assertTrue(r_rec.startswith(b'*38\r\n'), message=r_rec)
+    env.assertContains(b'$18\r\norders_unknown_ids\r\n*1\r\n$1\r\nx\r\n', r_rec)
+
+
+def test_stock_edges_are_published():
+    """seckill.soldout / seckill.restock reach subscribers of
+    seckill:events:<key> (the module raises them as keyspace events)."""
+    env, c = _env()
+    ps = c.pubsub()
+    ps.psubscribe('seckill:events:*')
+    ps.get_message(timeout=1)
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 1))
+    env.assertEqual(_messages(ps, 0.2), [])
+    _, rid, _ = reserve(c, 's', 'u1')
+    env.assertEqual(_messages(ps), [('seckill:events:s', 'seckill.soldout')])
+    env.assertEqual(reserve(c, 's', 'u2')[0], 'SOLD_OUT')
+    env.assertEqual(_messages(ps, 0.2), [])
+    c.execute_command('SECKILL.RELEASE', 's', rid)
+    env.assertEqual(_messages(ps), [('seckill:events:s', 'seckill.restock')])
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 0, 'REPLACE'))
+    env.assertEqual(_messages(ps), [('seckill:events:s', 'seckill.soldout')])
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 2, 'REPLACE'))
+    env.assertEqual(_messages(ps), [('seckill:events:s', 'seckill.restock')])
+    # A hold released by seckill_expire restocks.
+    env.assertOk(_init(c, 'h', 1, 'HOLD', 50))
+    reserve(c, 'h', 'u')
+    time.sleep(0.1)
+    env.assertEqual(_expire(c, 'h'), 1)
+    env.assertEqual(_messages(ps), [('seckill:events:h', 'seckill.soldout'), ('seckill:events:h', 'seckill.restock')])
+    # SEND that empties a part, RECV that refills it.
+    env.assertOk(c.execute_command('SECKILL.INIT', 'a', 3, 'SPLIT', 'r1', 1, 'b'))
+    c.execute_command('SECKILL.SEND', 'a', 'b', 3, 'TID', 't1', 'ROUND', 'r1')
+    c.execute_command('SECKILL.SEND', 'a', 'b', 3, 'TID', 't2', 'ROUND', 'r1')
+    c.execute_command('SECKILL.RECV', 'a', 'b', 1, 'ROUND', 'r1')
+    env.assertEqual(_messages(ps), [('seckill:events:a', 'seckill.soldout'), ('seckill:events:a', 'seckill.restock')])
+    ps.close()
+
+
+def test_expire_on_demand():
+    """FCALL seckill_expire 1 key [count]: due holds, oldest first, at most
+    count (default 128, at most 256) per call; replies how many."""
+    env, c = _env()
+    K = 'q:{e}'
+    env.assertOk(_init(c, K, 500, 'HOLD', 1500, 'STREAM', K + ':ev'))
+    p = c.pipeline(transaction=False)
+    for i in range(300):
+        p.execute_command('SECKILL.RESERVE', K, 'u%d' % i, 'REQID', 'r%03d' % i)
+    p.execute()
+    d = digest(c)
+    env.assertEqual(_expire(c, K), 0)            # nothing due yet: nothing written
+    env.assertEqual(digest(c), d)
+    last = get(c, K, 'r299')['deadline_ms']
+    env.assertTrue(wait_for(lambda: server_ms(c) > last, timeout=5))
+    env.assertEqual(_expire(c, K, 50), 50)
+    r = check_invariant(env, c, K)
+    env.assertEqual((r['expired'], r['pending']), (50, 250))
+    # Oldest first.
+    env.assertEqual(get(c, K, 'r049')['state'], 'released')
+    env.assertEqual(get(c, K, 'r050')['state'], 'pending')
+    env.assertEqual(_expire(c, K), 128)
+    env.assertEqual(_expire(c, K, 256), 122)
+    env.assertEqual(_expire(c, K), 0)
+    r = check_invariant(env, c, K)
+    env.assertEqual((r['expired'], r['pending'], r['remaining']), (300, 0, 500))
+    entries = c.execute_command('XRANGE', K + ':ev', '-', '+')
+    env.assertEqual([e[1]['event'] for e in entries].count('expired'), 300)
+    env.assertEqual(_expire(c, 'nokey'), 0)
+    env.expect('FCALL', 'seckill_expire', 1, K, 0).error().contains('count must be from 1 to 256')
+    env.expect('FCALL', 'seckill_expire', 1, K, 257).error().contains('count must be from 1 to 256')
+    env.expect('FCALL', 'seckill_expire', 1, K, 'x').error().contains('count is not an integer')
+    env.expect('FCALL', 'seckill_expire', 1, K, 1, 2).error().contains('wrong number of arguments')
+    c.execute_command('SET', 'str', 'x')
+    env.expect('FCALL', 'seckill_expire', 1, 'str').error().contains('WRONGTYPE')
+
+
+def test_expiry_is_bounded():
+    """A call releases at most 128 due holds before its own work (the
+    module's LAZY_CHUNK), seckill_expire at most 256, and no such call
+    takes long (the slow log's 20 ms is a loose bound for a shared machine:
+    about 10 us a hold here)."""
+    env, c = _env()
+    env.assertOk(_init(c, 'e:{1}', 5000, 'HOLD', 1500, 'STREAM', 'e:{1}:ev'))
+    p = c.pipeline(transaction=False)
+    for i in range(2000):
+        p.execute_command('SECKILL.RESERVE', 'e:{1}', 'u%d' % i)
+    p.execute()
+    env.assertEqual(info(c, 'e:{1}')['expired'], 0, message='holds ran out while they were made')
+    last = get(c, 'e:{1}', c.execute_command('XREVRANGE', 'e:{1}:ev', '+', '-', 'COUNT', 1)[0][1]['rid'])
+    env.assertTrue(wait_for(lambda: server_ms(c) > last['deadline_ms'], timeout=5))
+    env.assertEqual(reserve(c, 'e:{1}', 'late')[0], 'RESERVED')
+    r = info(c, 'e:{1}')
+    env.assertEqual((r['expired'], r['pending']), (128, 2000 - 128 + 1))
+    c.execute_command('SLOWLOG', 'RESET')
+    c.execute_command('CONFIG', 'SET', 'slowlog-log-slower-than', 20000)
+    left = 2000 - 128
+    while left:
+        n = _expire(c, 'e:{1}', 256)
+        env.assertEqual(n, min(256, left))
+        left -= n
+    slow = c.execute_command('SLOWLOG', 'GET', 10)
+    env.assertEqual([s[3] for s in slow], [], message='calls over 20 ms')
+    env.assertEqual(_expire(c, 'e:{1}', 256), 0)
+    check_invariant(env, c, 'e:{1}')
+
+
+def test_lazy_expiry_outside_multi():
+    """Every write on a sale first releases its due holds (RESERVE,
+    CONFIRM, RELEASE, RECONCILE EXPIRE); reads never write. The shared
+    suite checks this inside MULTI with DEBUG SLEEP, which servers that
+    freeze the clock during a transaction cannot show (see SKIPS)."""
+    env, c = _env()
+    for cmd, want in (('SECKILL.RESERVE', None), ('SECKILL.CONFIRM', ['RELEASED', 1]),
+                      ('SECKILL.RELEASE', ['ALREADY_RELEASED', 1])):
+        env.assertOk(_init(c, 'x', 1, 'HOLD', 100, 'REPLACE'))
+        env.assertEqual(reserve(c, 'x', 'u', 'REQID', 'q'), ['RESERVED', 'q', 0])
+        time.sleep(0.2)
+        d = digest(c)
+        g = get(c, 'x', 'q')
+        env.assertEqual((g['state'], info(c, 'x')['pending']), ('pending', 1))   # reads show it pending
+        env.assertEqual(digest(c), d)
+        if want is None:
+            env.assertEqual(reserve(c, 'x', 'v', 'REQID', 'q2'), ['RESERVED', 'q2', 0])
+        else:
+            env.assertEqual(c.execute_command(cmd, 'x', 'q'), want, message=cmd)
+        r = check_invariant(env, c, 'x')
+        env.assertEqual((r['expired'], get(c, 'x', 'q')['state']), (1, 'released'), message=cmd)
+    # RECONCILE EXPIRE with the order of a hold it releases: "released".
+    env.assertOk(_init(c, 't', 4, 'HOLD', 100))
+    reserve(c, 't', 'u', 'REQID', 'r9')
+    time.sleep(0.2)
+    rep = c.execute_command('SECKILL.RECONCILE', 't', 'ORDERS', 1, 'r9', 'u', 1)
+    rep = dict(zip(rep[0::2], rep[1::2]))
+    env.assertEqual((rep['orders_pending'], rep['expired']), (1, 0))     # without EXPIRE: as it stands
+    rep = c.execute_command('SECKILL.RECONCILE', 't', 'EXPIRE', 'ORDERS', 1, 'r9', 'u', 1)
+    rep = dict(zip(rep[0::2], rep[1::2]))
+    env.assertEqual((rep['pending'], rep['expired'], rep['orders_released_ids']), (0, 1, ['r9']))
+
+
+def test_cursor_moves_on_past_settled_records():
+    """The hold cursor reads at most 1024 records per call: a hold behind
+    more than that many settled reservations still runs out, one bounded
+    call after another."""
+    env, c = _env()
+    env.assertOk(_init(c, 's', 5000, 'HOLD', 400))
+    _, a, _ = reserve(c, 's', 'a')
+    p = c.pipeline(transaction=False)
+    for i in range(1100):
+        p.execute_command('SECKILL.RESERVE', 's', 'u%d' % i, 'REQID', 'c%d' % i)
+        p.execute_command('SECKILL.CONFIRM', 's', 'c%d' % i)
+    p.execute()
+    _, b, _ = reserve(c, 's', 'b')
+    env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', a)[0], 'CONFIRMED')
+    env.assertTrue(wait_for(lambda: _expire(c, 's') == 1, timeout=3))
+    env.assertEqual(get(c, 's', b)['state'], 'released')
+    r = check_invariant(env, c, 's')
+    env.assertEqual((r['pending'], r['confirmed'], r['expired']), (0, 1101, 1))
+
+
+def test_a_copy_never_writes_the_live_stream():
+    """COPY and RESTORE under another name are snapshots that write nothing
+    to the original's stream. The library cannot see RENAME: a renamed sale
+    writes no entries (a contract difference) until it is renamed back."""
+    env, c = _env()
+    key, stream = 'sale:{cp}', 'sale:{cp}:ev'
+    env.assertOk(_init(c, key, 10, 'HOLD', 200, 'LIMIT', 5, 'STREAM', stream))
+    reserve(c, key, 'u1', 'REQID', 'o1')
+    reserve(c, key, 'u2', 'REQID', 'o2')
+    c.execute_command('COPY', key, key + ':backup')
+    c.execute_command('RESTORE', key + ':restored', 0, c.dump(key))
+    c.execute_command('SECKILL.CONFIRM', key, 'o1')
+    copies = (key + ':backup', key + ':restored')
+    for copy in copies:
+        env.assertEqual(reserve(c, copy, 'u3', 'REQID', 'o3')[0], 'RESERVED')
+        env.assertEqual(c.execute_command('SECKILL.RELEASE', copy, 'o3')[0], 'RELEASED')
+    time.sleep(0.25)
+    # o2 on the sale; o1 and o2 on each copy (o1 was confirmed on the sale only).
+    for k, due in ((key, 1), (copies[0], 2), (copies[1], 2)):
+        env.assertEqual(_expire(c, k), due, message=k)
+    events = [(e[1]['event'], e[1]['rid']) for e in c.xrange(stream)]
+    env.assertEqual(events, [('reserved', 'o1'), ('reserved', 'o2'), ('confirmed', 'o1'), ('expired', 'o2')])
+    c.execute_command('RENAME', key, key + ':moved')
+    env.assertEqual(reserve(c, key + ':moved', 'u4', 'REQID', 'o4')[0], 'RESERVED')
+    env.assertEqual(c.xrange(stream)[-1][1]['rid'], 'o2')
+    c.delete(key + ':moved')
+    c.execute_command('RENAME', key + ':backup', key)
+    env.assertEqual(reserve(c, key, 'u5', 'REQID', 'o5')[0], 'RESERVED')
+    env.assertEqual(c.xrange(stream)[-1][1]['rid'], 'o5')
+
+
+def test_one_key_per_sale():
+    """The sale is one hash (plus its stream): DEL key removes all of it,
+    and nothing else is left behind."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 'sale:{d}', 10, 'SHARDS', 4, 'LIMIT', 3, 'STREAM', 'sale:{d}:ev'))
+    for i in range(5):
+        reserve(c, 'sale:{d}', 'u%d' % i, 'QTY', 2, 'REQID', 'q%d' % i)
+    c.execute_command('SECKILL.CONFIRM', 'sale:{d}', 'q0')
+    env.assertEqual(sorted(c.keys('*')), ['sale:{d}', 'sale:{d}:ev'])
+    env.assertEqual(c.type('sale:{d}'), 'hash')
+    env.assertEqual(c.delete('sale:{d}'), 1)
+    env.assertEqual(c.keys('*'), ['sale:{d}:ev'])
+    env.assertIsNone(c.execute_command('SECKILL.INFO', 'sale:{d}'))
+    env.assertEqual(reserve(c, 'sale:{d}', 'u'), ['NO_SALE', None, 0])
+
+
+def test_a_hash_that_is_not_a_sale():
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 5))
+    c.hset('h', 'f', 'v')
+    for cmd in (['SECKILL.INFO', 'h'], ['SECKILL.RESERVE', 'h', 'u'], ['SECKILL.RELEASE', 'h', 'r'],
+                ['SECKILL.INIT', 'h', 5], ['SECKILL.INIT', 'h', 5, 'REPLACE']):
+        env.expect(*cmd).error().contains('WRONGTYPE')
+    c.hset('v2', 'm', struct.pack('<23d', 2, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
+    env.expect('SECKILL.INFO', 'v2').error().contains('another version of the seckill library')
+    env.assertEqual(c.hgetall('h'), {'f': 'v'})
+
+
+def test_stream_of_another_type_changes_nothing():
+    """A stream key that became another type refuses the call before any
+    change (the stream entry is written first, in the same call)."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's:{1}', 5, 'LIMIT', 2, 'STREAM', 's:{1}:ev'))
+    _, rid, _ = reserve(c, 's:{1}', 'u')
+    c.delete('s:{1}:ev')
+    c.set('s:{1}:ev', 'x')
+    d = digest(c)
+    for cmd in (['SECKILL.RESERVE', 's:{1}', 'v'], ['SECKILL.CONFIRM', 's:{1}', rid],
+                ['SECKILL.RECONCILE', 's:{1}', 'ORDERS', 1, 'n', 'w', 1, 'APPLY']):
+        env.expect(*cmd).error().contains('not a stream')
+        env.assertEqual(digest(c), d, message=cmd)
+    # Calls that write no entry still work.
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 's:{1}', 'nope'), ['NOT_FOUND', 4])
+    env.assertEqual(info(c, 's:{1}')['pending'], 1)
+
+
+def test_one_call_is_one_transaction():
+    """A call's writes reach the AOF (and replicas) as one MULTI/EXEC of
+    plain commands: a 300-row RECONCILE APPLY is one transaction, and a call
+    that changes nothing writes nothing."""
+    env, c = _env(useAof=True)
+    c.execute_command('CONFIG', 'SET', 'auto-aof-rewrite-percentage', 0)  # no rewrite between the counts
+    wait_aof_rewrite(c)
+    env.assertOk(c.execute_command('SECKILL.INIT', 'r:{1}', 1000, 'STREAM', 'r:{1}:ev'))
+    pending = [reserve(c, 'r:{1}', 'p%d' % i)[1] for i in range(100)]
+    rows = [(rid, 'p%d' % i, 1) for i, rid in enumerate(pending)] + [('x%d' % i, 'x%d' % i, 1) for i in range(200)]
+    before = len(_aof_commands(c))
+    r = c.execute_command('SECKILL.RECONCILE', 'r:{1}', 'ORDERS', len(rows), *[a for row in rows for a in row], 'APPLY')
+    report = dict(zip(r[0::2], r[1::2]))
+    env.assertEqual((report['orders_pending'], report['orders_unknown'], report['confirmed']), (100, 200, 300))
+    added = [cmd[0].upper() for cmd in _aof_commands(c)[before:]]
+    env.assertEqual((added[0], added[-1], added.count(b'MULTI'), added.count(b'EXEC')), (b'MULTI', b'EXEC', 1, 1))
+    env.assertEqual(added.count(b'XADD'), 300)
+    env.assertGreaterEqual(added.count(b'HSET'), 1)
+    before = len(_aof_commands(c))
+    env.assertEqual(reserve(c, 'r:{1}', 'p0')[0], 'LIMIT')
+    c.execute_command('SECKILL.INFO', 'r:{1}')
+    c.execute_command('SECKILL.CONFIRM', 'r:{1}', pending[0])
+    env.assertEqual(len(_aof_commands(c)[before:]), 0)
+    want = digest_value(c, 'r:{1}')
+    env.restartAndReload()
+    env.assertEqual(digest_value(env.getConnection(), 'r:{1}'), want)
+
+
+def _aof_commands(conn):
+    """The commands of the AOF's incremental files (manifest lines
+    `file NAME seq N type i [startoffset N]`: Redis 8 adds the offset)."""
+    from test_corrupt_input import _parse_resp_commands
+    wait_aof_rewrite(conn)
+    folder = os.path.join(conn.config_get('dir')['dir'], conn.config_get('appenddirname')['appenddirname'])
+    name = conn.config_get('appendfilename')['appendfilename']
+    cmds = []
+    with open(os.path.join(folder, name + '.manifest')) as f:
+        for line in f:
+            words = line.split()
+            if 'type' in words and words[words.index('type') + 1] == 'i':
+                with open(os.path.join(folder, words[words.index('file') + 1]), 'rb') as g:
+                    cmds += _parse_resp_commands(g.read())
+    return cmds
+
+
+def test_replica_reads_with_fcall_ro():
+    env, c = _env(useSlaves=True)
+    env.assertOk(c.execute_command('SECKILL.INIT', 'sale:{r}', 5, 'SHARDS', 2))
+    _, rid, _ = reserve(c, 'sale:{r}', 'u')
+    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    replica = env.getSlaveConnection()
+    env.assertEqual(info(replica, 'sale:{r}'), info(c, 'sale:{r}'))
+    env.assertEqual(get(replica, 'sale:{r}', rid)['state'], 'pending')
+    env.assertEqual(replica.execute_command('FCALL_RO', 'seckill_version', 0), _library_version())
+    env.expect('FCALL', 'seckill_reserve', 1, 'sale:{r}', 'v')  # master: fine
+    try:
+        replica.execute_command('FCALL', 'seckill_reserve', 1, 'sale:{r}', 'w')
+        env.assertTrue(False, message='a replica ran a write function')
+    except redis.exceptions.ReadOnlyError:
+        pass
+    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    env.assertEqual(digest(replica), digest(c))
+
+
+def test_expiry_under_maxmemory():
+    """seckill_expire gives stock back: it runs over maxmemory, as RELEASE."""
+    env, c = _env()
+    env.assertOk(_init(c, 's', 3, 'HOLD', 50))
+    reserve(c, 's', 'u')
+    time.sleep(0.1)
+    c.execute_command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction')
+    c.execute_command('CONFIG', 'SET', 'maxmemory', 1)
+    try:
+        env.expect('SECKILL.RESERVE', 's', 'v').error().contains('maxmemory')
+        env.assertEqual(_expire(c, 's'), 1)
+    finally:
+        c.execute_command('CONFIG', 'SET', 'maxmemory', 0)
+    env.assertEqual(info(c, 's')['remaining'], 3)
+
+
+def test_cluster_refuses_a_key_without_hash_tag():
+    """In a cluster every key of a sale shares its hash tag: INIT refuses a
+    key without one."""
+    if not FUNCTIONS:
+        raise unittest.SkipTest('the Functions library only (SECKILL_BACKEND=functions)')
+    env = Env(env='oss-cluster', shardsCount=2, decodeResponses=True)
+    conn = env.getClusterConnectionIfNeeded()
+    try:
+        conn.execute_command('SECKILL.INIT', 'plainkey', 5)
+        env.assertTrue(False, message='a key without a hash tag was accepted in a cluster')
+    except redis.ResponseError as e:
+        env.assertContains('hash tag', str(e))
+    env.assertEqual(conn.execute_command('SECKILL.INIT', 'sale:{plainkey}', 5), 'OK')
+    env.assertEqual(conn.execute_command('SECKILL.RESERVE', 'sale:{plainkey}', 'u')[0], 'RESERVED')
