@@ -296,7 +296,6 @@ def _start_worker():
 # ----------------------------------------------------------------- install
 
 def _install():
-    import redis
     import redis.connection as rc
 
     for cls in (rc.PythonRespSerializer, rc.HiredisRespSerializer):
