@@ -5,6 +5,8 @@
 - `SplitSale`: one sale over the masters of a Redis Cluster (seckill.split,
   docs/cluster.md).
 - `seckill.aio`: Sale and SplitSale for redis.asyncio.
+- `SoldOutCache`: the local sold-out flag (seckill.soldout; `Sale(...,
+  local_soldout=True)`), docs/soldout.md.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or
   PostgreSQL), stream worker, payment, reconciler, rebuild.
 - `python -m seckill worker|reconcile|rebuild|init|demo`: the CLI.
@@ -14,6 +16,7 @@ from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DUPLICATE
                        NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
                        ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
 from .sale import Sale
+from .soldout import SoldOutCache
 from .split import OrphanKeys, SplitSale
 from .split_audit import RecoverError
 from .split_protocol import StaleRound
@@ -21,5 +24,5 @@ from .split_protocol import StaleRound
 __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'ProtocolError',
            'Event', 'RESERVED', 'DUPLICATE', 'NO_SALE', 'NOT_STARTED', 'ENDED', 'LIMIT',
            'SOLD_OUT', 'RELEASED', 'ALREADY_RELEASED', 'CONFIRMED', 'ALREADY_CONFIRMED',
-           'NOT_FOUND', 'SplitSale', 'StaleRound', 'OrphanKeys', 'RecoverError']
+           'NOT_FOUND', 'SplitSale', 'StaleRound', 'OrphanKeys', 'RecoverError', 'SoldOutCache']
 __version__ = '0.1.0'

@@ -5,11 +5,14 @@ with redis.asyncio, and the split sale's driver on its parts."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
 
 from . import protocol as p
 from ._io import Steps, call
-from .protocol import ReconcileResult, SaleMissing
+from .protocol import ReconcileResult, Reserved, SaleMissing
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .soldout import SoldOutCache
 
 
 def init(key: str, total: int, *, shards: Optional[int] = None, limit: Optional[int] = None,
@@ -24,16 +27,43 @@ def init(key: str, total: int, *, shards: Optional[int] = None, limit: Optional[
         split=split))))
 
 
-def reserve(key: str, user: str, qty: int = 1, reqid: Optional[str] = None) -> Steps:
-    return p.parse_reserved((yield from call(p.reserve_args(key, user, qty, reqid))))
+def reserve(key: str, user: str, qty: int = 1, reqid: Optional[str] = None,
+            flags: Optional['SoldOutCache'] = None) -> Steps:
+    """RESERVE. With `flags` (seckill.soldout), a sale flagged sold out is
+    answered SOLD_OUT here, with no round trip (unless `reqid`'s earlier
+    RESERVE got no reply: its retry must reach Redis), and the reply
+    updates the flag."""
+    args = p.reserve_args(key, user, qty, reqid)
+    if flags is None:
+        return p.parse_reserved((yield from call(args)))
+    if not flags.retrying(reqid) and flags.check(key):
+        return Reserved(p.SOLD_OUT, None, 0)
+    token = flags.token(key)
+    try:
+        res = p.parse_reserved((yield from call(args)))
+    except BaseException:
+        flags.failed(key, reqid)
+        raise
+    flags.answered(reqid)
+    flags.reserved(key, token, res)
+    return res
 
 
-def release(key: str, rid: str) -> Steps:
-    return p.parse_settled((yield from call(['SECKILL.RELEASE', key, rid])), 'RELEASE')
+def _settle(key: str, rid: str, command: str, flags: Optional['SoldOutCache']) -> Steps:
+    token = flags.token(key) if flags is not None else 0
+    res = p.parse_settled((yield from call(['SECKILL.' + command, key, rid])), command)
+    if flags is not None:
+        flags.settled(key, token, res)
+    return res
 
 
-def confirm(key: str, rid: str) -> Steps:
-    return p.parse_settled((yield from call(['SECKILL.CONFIRM', key, rid])), 'CONFIRM')
+def release(key: str, rid: str, flags: Optional['SoldOutCache'] = None) -> Steps:
+    """RELEASE; with `flags`, a reply with units left clears the flag."""
+    return (yield from _settle(key, rid, 'RELEASE', flags))
+
+
+def confirm(key: str, rid: str, flags: Optional['SoldOutCache'] = None) -> Steps:
+    return (yield from _settle(key, rid, 'CONFIRM', flags))
 
 
 def info(key: str) -> Steps:

@@ -9,6 +9,7 @@ from typing import Any, Dict, Iterable, Optional, Sequence
 from . import _ops
 from . import protocol as p
 from ._driver import Driver
+from ._soldout_watch import resolve, watcher
 from .protocol import ReconcileResult, Reserved, SaleMissing, Settled
 
 
@@ -19,12 +20,26 @@ class Sale:
     typed result; nothing here hides a status. A command answered TRYAGAIN
     (a key mid-migration) is sent again for up to about a second
     (seckill._io.call); no other error is retried.
+
+    `local_soldout`: True keeps a local sold-out flag in the client's shared
+    seckill.soldout.SoldOutCache (one per connection pool), or pass a
+    SoldOutCache to share one across the process. While the flag holds,
+    reserve() answers Reserved('SOLD_OUT', None, 0) without a round trip;
+    the module's keyspace events (`notify-keyspace-events` with `d` and `K`
+    or `E`) or the Functions backend's channel set and clear it, and it
+    lapses after the cache's bound (500 ms) whatever happens
+    (docs/soldout.md).
     """
 
-    def __init__(self, client: Any, key: str):
+    def __init__(self, client: Any, key: str, *, local_soldout: Any = False):
         self.r = client
         self.key = key
         self._run = Driver(client).run
+        self.soldout = resolve(client, local_soldout)
+        """The SoldOutCache this sale's flag lives in (None: no flag)."""
+        if self.soldout is not None:
+            self.soldout.track(key)
+            watcher(self.soldout, client).watch([key])
 
     def __repr__(self) -> str:
         return 'Sale(%r)' % (self.key,)
@@ -45,13 +60,13 @@ class Sale:
     def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
         """SECKILL.RESERVE -> Reserved(status, rid, remaining). Pass your own
         `reqid` (the order id) for anything you may need to reconcile."""
-        return self._run(_ops.reserve(self.key, user, qty, reqid))
+        return self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout))
 
     def release(self, rid: str) -> Settled:
-        return self._run(_ops.release(self.key, rid))
+        return self._run(_ops.release(self.key, rid, self.soldout))
 
     def confirm(self, rid: str) -> Settled:
-        return self._run(_ops.confirm(self.key, rid))
+        return self._run(_ops.confirm(self.key, rid, self.soldout))
 
     def info(self) -> Optional[Dict[str, Any]]:
         """The report, or None when the key does not exist."""

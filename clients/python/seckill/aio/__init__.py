@@ -16,6 +16,10 @@ only adds a driver that awaits their steps (seckill.aio._driver).
     split = SplitSale(RedisCluster(host='127.0.0.1', port=7000, decode_responses=True), '1001')
     status, rid = await split.reserve('user:42', reqid='order-7f3a')
 
+`local_soldout=True` (or a seckill.soldout.SoldOutCache) keeps the local
+sold-out flag as in the sync client; its subscriptions run as tasks of the
+loop of the first awaited call.
+
 One object may serve many tasks of one event loop. TRYAGAIN is retried as
 in the sync client (about a second); STALEROUND reloads the layout once,
 then raises StaleRound.
@@ -31,18 +35,30 @@ from .. import split_protocol as sp
 from .._io import NodeName, one
 from ..protocol import ReconcileResult, Reserved, SaleMissing, Settled
 from ..split import OrphanKeys, RecoverError, StaleRound
+from .._soldout_watch import resolve
 from ..split.core import SplitSaleBase
 from ._driver import AsyncDriver
+from ._soldout_watch import watcher
 
 
 class Sale:
     """One sale on one key over redis.asyncio: `Sale(redis.asyncio.Redis(...),
     'sale:{1001}')`. Every method is seckill.Sale's, awaited."""
 
-    def __init__(self, client: Any, key: str):
+    def __init__(self, client: Any, key: str, *, local_soldout: Any = False):
         self.r = client
         self.key = key
         self._run = AsyncDriver(client).run
+        self.soldout = resolve(client, local_soldout)
+        self._watching = False
+        if self.soldout is not None:
+            self.soldout.track(key)
+
+    def _watch(self) -> None:
+        """Subscribes the key's signals from the client's event loop."""
+        if self.soldout is not None and not self._watching:
+            self._watching = True
+            watcher(self.soldout, self.r).watch([self.key])
 
     def __repr__(self) -> str:
         return 'aio.Sale(%r)' % (self.key,)
@@ -58,13 +74,16 @@ class Sale:
             split=split))
 
     async def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
-        return await self._run(_ops.reserve(self.key, user, qty, reqid))
+        self._watch()
+        return await self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout))
 
     async def release(self, rid: str) -> Settled:
-        return await self._run(_ops.release(self.key, rid))
+        self._watch()
+        return await self._run(_ops.release(self.key, rid, self.soldout))
 
     async def confirm(self, rid: str) -> Settled:
-        return await self._run(_ops.confirm(self.key, rid))
+        self._watch()
+        return await self._run(_ops.confirm(self.key, rid, self.soldout))
 
     async def info(self) -> Optional[Dict[str, Any]]:
         return await self._run(_ops.info(self.key))
@@ -87,6 +106,20 @@ class SplitSale(SplitSaleBase):
     method is seckill.SplitSale's, awaited (docstrings there)."""
 
     _driver_class = AsyncDriver
+
+    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
+                 local_soldout: Any = False):
+        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout)
+        if self.soldout is not None:
+            self._run = self._run_watching
+
+    async def _run_watching(self, op: Any) -> Any:
+        try:
+            return await self._driver.run(op)
+        finally:
+            keys = self._unwatched_keys()
+            if keys:
+                watcher(self.soldout, self.r).watch(keys)
 
     async def layout(self) -> sp.Layout:
         return await self._run(self.core.layout())

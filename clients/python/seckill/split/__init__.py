@@ -34,6 +34,7 @@ from .. import protocol as p
 from .. import split_protocol as sp
 from .._driver import Driver
 from .._io import NodeName, one
+from .._soldout_watch import watcher
 from ..split_audit import RecoverError
 from ..split_protocol import StaleRound
 from .core import SplitCore, SplitSaleBase
@@ -48,9 +49,31 @@ class SplitSale(SplitSaleBase):
 
     `stats` counts round trips and outcomes (seckill.split.state.SplitState);
     `faults` takes crash points (seckill.faults) for the tests.
+
+    `local_soldout`: True (the client's shared seckill.soldout.SoldOutCache)
+    or a SoldOutCache. A process that proved the whole sale sold out (a
+    snapshot of every key: nothing left, nothing in flight) answers
+    SOLD_OUT with no round trip until a restock of any of the sale's keys
+    clears the flag, a reply shows units, or the cache's bound (500 ms)
+    lapses (docs/soldout.md).
     """
 
     _driver_class = Driver
+
+    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
+                 local_soldout: Any = False):
+        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout)
+        if self.soldout is not None:
+            self._watcher = watcher(self.soldout, client)
+            self._run = self._run_watching
+
+    def _run_watching(self, op: Any) -> Any:
+        try:
+            return self._driver.run(op)
+        finally:
+            keys = self._unwatched_keys()
+            if keys:
+                self._watcher.watch(keys)
 
     def layout(self) -> sp.Layout:
         """The layout, read once from the cluster (`sale:{name}:split`).

@@ -14,11 +14,12 @@ only execute its steps, so the decisions exist once.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, List, Optional
 
 from .. import _ops
 from .. import protocol as p
 from .._io import Refresh, Steps
+from .._soldout_watch import resolve
 from .audit import Auditor
 from .reconcile import Reconciler
 from .reserve import Reserver
@@ -30,8 +31,8 @@ from .transfers import Transfers
 class SplitCore:
     """The concerns of one split-sale client object, wired together."""
 
-    def __init__(self, name: str, wait_ms: int = 1000):
-        self.state = SplitState(name, wait_ms)
+    def __init__(self, name: str, wait_ms: int = 1000, soldout: Any = None):
+        self.state = SplitState(name, wait_ms, soldout)
         self.topology = Topology(self.state)
         self.transfers = Transfers(self.state)
         self.auditor = Auditor(self.state, self.topology, self.transfers)
@@ -61,10 +62,20 @@ class SplitCore:
         return (yield from self.topology.layout()).home(user)
 
     def release(self, user: str, rid: str) -> Steps:
-        return (yield from _ops.release((yield from self._home(user)), rid)).status
+        home = yield from self._home(user)
+        token = self.state.flag_token()
+        res = yield from _ops.release(home, rid)
+        if res.remaining > 0:          # a RELEASE that returned stock, or stock left
+            self.state.in_stock(token)
+        return res.status
 
     def confirm(self, user: str, rid: str) -> Steps:
-        return (yield from _ops.confirm((yield from self._home(user)), rid)).status
+        home = yield from self._home(user)
+        token = self.state.flag_token()
+        res = yield from _ops.confirm(home, rid)
+        if res.remaining > 0:
+            self.state.in_stock(token)
+        return res.status
 
     def get(self, user: str, rid: str) -> Steps:
         return (yield from _ops.get((yield from self._home(user)), rid))
@@ -86,11 +97,24 @@ class SplitSaleBase:
 
     _driver_class: Any = None
 
-    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000):
+    def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
+                 local_soldout: Any = False):
         self.r = client
-        self.core = SplitCore(name, wait_ms=wait_ms)
+        self.soldout = resolve(client, local_soldout)
+        """The SoldOutCache holding this sale's local flag (None: no flag)."""
+        self.core = SplitCore(name, wait_ms=wait_ms, soldout=self.soldout)
         self._driver = self._driver_class(client)
         self._run = self._driver.run
+        self._watched: Any = None
+
+    def _unwatched_keys(self) -> List[str]:
+        """The keys of a layout read since the last call that the wiring has
+        not subscribed yet (none without a local flag)."""
+        lay = self.core.state.layout
+        if self.soldout is None or lay is None or lay is self._watched:
+            return []
+        self._watched = lay
+        return list(lay.keys)
 
     def __repr__(self) -> str:
         return '%s(%r)' % (type(self).__name__, self.name)

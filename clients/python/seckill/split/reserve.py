@@ -34,7 +34,24 @@ class Reserver:
         self.auditor = auditor
 
     def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Steps:
-        """See SplitSale.reserve."""
+        """See SplitSale.reserve. With a local flag (state.soldout), a sale
+        this process proved sold out answers SOLD_OUT with no round trip
+        while the flag holds (seckill.soldout)."""
+        flags = self.s.soldout
+        if flags is None:
+            return (yield from self._reserve_in_round(user, qty, reqid))
+        if not flags.retrying(reqid) and flags.check(self.s.flag):
+            self.s.count(sold_out_local=1)
+            return p.SOLD_OUT, None
+        try:
+            out = yield from self._reserve_in_round(user, qty, reqid)
+        except BaseException:
+            flags.failed(self.s.flag, reqid)
+            raise
+        flags.answered(reqid)
+        return out
+
+    def _reserve_in_round(self, user: str, qty: int, reqid: Optional[str]) -> Steps:
         try:
             lay = yield from self.topology.layout()
         except LookupError:
@@ -51,7 +68,11 @@ class Reserver:
         home = lay.home(user)
 
         def again() -> Steps:
-            return _ops.reserve(home, user, qty, reqid)
+            token = s.flag_token()
+            res = yield from _ops.reserve(home, user, qty, reqid)
+            if res.status == p.RESERVED or res.remaining > 0:
+                s.in_stock(token)
+            return res
         res = yield from again()
         s.count(reserve_calls=1)
         rt: Counter = Counter()
@@ -129,6 +150,7 @@ class Reserver:
                 credited = yield from self.transfers.refill(lay, home, need, rt)
             if credited < need:
                 t_snap = time.monotonic()
+                token = s.flag_token()
                 a, _confirmed, _states = yield from self.auditor.audit(use_cache=True, rounds=1,
                                                                        lay=lay)
                 rt['state'] += 1
@@ -141,6 +163,11 @@ class Reserver:
                     with s.lock:
                         if s.verdict is None or s.verdict[0] < t_snap:
                             s.verdict = (t_snap, a.remaining)
+                    if s.soldout is not None:
+                        if a.remaining == 0:      # proven sale-wide: the local flag
+                            s.soldout.sold_out(s.flag, token)
+                        else:
+                            s.soldout.in_stock(s.flag, token)
                     return None
                 remainders = dict(a.remainders)
                 if s.pool_drained is not None:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from typing import Callable, Dict, Iterable, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional, Set, Tuple
 
 from .. import protocol as p
 from .. import split_audit as sa
 from .. import split_protocol as sp
 from .._io import Round, Steps
 from ..faults import NONE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..soldout import SoldOutCache
 
 
 class SplitState:
@@ -27,11 +30,19 @@ class SplitState:
     `reserved`, `sold_out`, `pool_calls`, `refills`, `borrows`, `waits`,
     `wait_short` (WAIT saw no replica ack in time), `gave_up` (a SOLD_OUT
     after MAX_ATTEMPTS rounds while stock was seen: should stay 0),
-    `stale_round` (layout reloads after STALEROUND or a key in another round).
+    `stale_round` (layout reloads after STALEROUND or a key in another round),
+    `sold_out_local` (SOLD_OUT answered by the local flag, no round trip).
+
+    `soldout`: the SoldOutCache holding this sale's local flag (None: no
+    flag), under the name `flag` (the layout key); every key of the layout
+    is a member whose restock clears it (seckill.soldout).
     """
 
-    def __init__(self, name: str, wait_ms: int = 1000):
+    def __init__(self, name: str, wait_ms: int = 1000,
+                 soldout: Optional['SoldOutCache'] = None):
         self.name = sp.check_name(name)
+        self.soldout = soldout
+        self.flag = sp.layout_key(self.name)
         self.wait_ms = int(wait_ms)
         self.stats: Counter = Counter()
         self.faults: Callable[[str], None] = NONE     # crash points (seckill.faults)
@@ -43,6 +54,19 @@ class SplitState:
         self.first_empty: Optional[float] = None      # when a home part first answered SOLD_OUT
         self.gen: Dict[str, int] = {}                 # stock brought to a part, per part
         self.verdict: Optional[Tuple[float, int]] = None   # (snapshot start, units seen)
+
+    def follow(self, lay: sp.Layout) -> None:
+        """The layout in use: its keys feed the local flag."""
+        if self.soldout is not None:
+            self.soldout.group(self.flag, lay.keys)
+
+    def flag_token(self) -> int:
+        return self.soldout.token(self.flag) if self.soldout is not None else 0
+
+    def in_stock(self, token: int) -> None:
+        """A reply showed units on a key: the sale is not sold out."""
+        if self.soldout is not None:
+            self.soldout.in_stock(self.flag, token)
 
     def count(self, **kw: int) -> None:
         with self.lock:
@@ -65,6 +89,7 @@ class SplitState:
 
     def adopt(self, lay: sp.Layout, pool_est: Optional[int]) -> None:
         """A layout this object created or recovered, its caches new."""
+        self.follow(lay)
         with self.lock:
             self.layout = lay
             self.pool_est = pool_est

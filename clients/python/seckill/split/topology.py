@@ -51,6 +51,7 @@ class Topology:
             if not h:
                 raise LookupError('split sale %r does not exist' % self.s.name)
             lay = self.s.layout = sp.Layout.from_hash(pairs_dict(h))
+            self.s.follow(lay)
         return lay
 
     def reload(self) -> Steps:

@@ -1,0 +1,202 @@
+"""The pub/sub wiring of the local sold-out flag for redis.asyncio: the sync
+wiring's (seckill._soldout_watch) subscriptions, one asyncio task per node
+instead of a thread. The same channels, the same bookkeeping
+(NodeSubscriptions) and the same dispatch to the cache."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Dict, Iterable, Optional, Tuple
+
+from .. import soldout as so
+from .._soldout_watch import (BACKOFF_S, POLL_S, REROUTE_S, NodeSubscriptions, client_db,
+                              client_scope, config_flags, dispatch)
+
+try:  # redis-py >= 4.3
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+except ImportError:  # pragma: no cover
+    AsyncRedisCluster = ()  # type: ignore
+
+log = logging.getLogger('seckill.soldout')
+
+
+class _Listener:
+    """One node's subscriptions, read by one task (the only one touching
+    its PubSub)."""
+
+    def __init__(self, watcher: 'AsyncWatcher', name: str, node: Any):
+        self.w = watcher
+        self.node_name = name
+        self.node = node
+        self.subs = NodeSubscriptions(watcher.db)
+        self.task: Optional[asyncio.Task] = None
+
+    def _pubsub(self) -> Any:
+        if self.w.cluster:
+            return self.w.client.pubsub(node=self.node)
+        return self.w.client.pubsub()
+
+    async def _config(self) -> Optional[str]:
+        try:
+            kw = {'target_nodes': self.node} if self.w.cluster else {}
+            return config_flags(await self.w.client.execute_command(
+                'CONFIG', 'GET', 'notify-keyspace-events', **kw))
+        except Exception:        # CONFIG refused (ACL, a managed service): unknown
+            return None
+
+    async def run(self) -> None:
+        cache = self.w.cache
+        ps = None
+        failures = 0
+        last_route = time.monotonic()
+        try:
+            while True:
+                try:
+                    if ps is None:
+                        ps = self._pubsub()
+                        await ps.subscribe(*(so.keyevent_channels(self.subs.db) + self.subs.reset()))
+                        self.w.note_config(self.node_name, await self._config())
+                    sub, unsub = self.subs.take()
+                    if sub:
+                        await ps.subscribe(*sub)
+                    if unsub:
+                        await ps.unsubscribe(*unsub)
+                    dispatch(cache, await ps.get_message(timeout=POLL_S), self.subs.keys)
+                    failures = 0
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.debug('seckill sold-out listener on %s: %r', self.node_name, exc)
+                    for k in list(self.subs.keys):
+                        cache.lost(k)
+                    await _close(ps)
+                    ps = None
+                    await asyncio.sleep(BACKOFF_S[min(failures, len(BACKOFF_S) - 1)])
+                    failures += 1
+                if self.w.cluster and time.monotonic() - last_route > REROUTE_S:
+                    last_route = time.monotonic()
+                    self.w.reroute()
+        finally:
+            await _close(ps)
+
+
+async def _close(ps: Any) -> None:
+    if ps is not None:
+        try:
+            closer = getattr(ps, 'aclose', None) or ps.close
+            await closer()
+        except Exception:
+            pass
+
+
+class AsyncWatcher:
+    """seckill._soldout_watch.Watcher for redis.asyncio clients. watch()
+    must be called with the client's event loop running (the aio Sale and
+    SplitSale call it from their first awaited call)."""
+
+    def __init__(self, client: Any, cache: so.SoldOutCache):
+        self.client = client
+        self.cache = cache
+        self.cluster = bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster)
+        self.db = 0 if self.cluster else client_db(client)
+        self.notifications: Dict[str, Optional[str]] = {}
+        self._where: Dict[str, str] = {}
+        self._listeners: Dict[str, _Listener] = {}
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._closed = False
+
+    def _node_of(self, key: str) -> Tuple[str, Any]:
+        if self.cluster:
+            node = self.client.get_node_from_key(key)
+            return node.name, node
+        kw = self.client.connection_pool.connection_kwargs
+        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379)), None
+
+    def _listener(self, name: str, node: Any) -> _Listener:
+        lis = self._listeners.get(name)
+        if lis is None:
+            lis = self._listeners[name] = _Listener(self, name, node)
+            lis.task = asyncio.get_running_loop().create_task(lis.run())
+        return lis
+
+    def watch(self, keys: Iterable[str]) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:        # a new loop: the old one's tasks are gone
+            self.close()
+            self._closed = False
+            self._loop = loop
+        for key in keys:
+            if key in self._where:
+                continue
+            name, node = self._node_of(key)
+            self._where[key] = name
+            self._listener(name, node).subs.add(key)
+
+    def unwatch(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            name = self._where.pop(key, None)
+            if name is not None:
+                self._listeners[name].subs.remove(key)
+
+    def reroute(self) -> None:
+        if self._closed:
+            return
+        for key, name in list(self._where.items()):
+            try:
+                new, node = self._node_of(key)
+            except Exception:
+                continue
+            if new != name:
+                self._listeners[name].subs.remove(key)
+                self._where[key] = new
+                self._listener(new, node).subs.add(key)
+                self.cache.lost(key)
+
+    def note_config(self, node: str, flags: Optional[str]) -> None:
+        old = self.notifications.get(node, '?')
+        self.notifications[node] = flags
+        if flags != old and so.notifications_deliver(flags) is False:
+            log.warning('notify-keyspace-events is %r on %s: the seckill module\'s sold-out and '
+                        'restock events are not delivered (enable them with CONFIG SET '
+                        'notify-keyspace-events Kd); the local sold-out flag works from replies '
+                        'alone and lapses after %g ms', flags, node, self.cache.lapse * 1000)
+
+    def subscribed(self) -> Dict[str, set]:
+        return {name: set(lis.subs.view) for name, lis in self._listeners.items()}
+
+    def close(self) -> None:
+        """Cancels the listener tasks (their PubSubs close as they end)."""
+        self._closed = True
+        for lis in self._listeners.values():
+            if lis.task is not None and not lis.task.done():
+                try:
+                    lis.task.cancel()
+                except RuntimeError:       # its loop is closed
+                    pass
+        self._listeners.clear()
+        self._where.clear()
+
+    async def aclose(self) -> None:
+        tasks = [lis.task for lis in self._listeners.values() if lis.task is not None]
+        self.close()
+        for t in tasks:
+            try:
+                await t
+            except BaseException:
+                pass
+
+
+def watcher(cache: so.SoldOutCache, client: Any) -> AsyncWatcher:
+    """The async watcher feeding `cache` over `client` (one per client)."""
+    scope = ('aio', id(client_scope(client)))
+    w = cache.attachments.get(scope)
+    if w is None or w._closed:
+        w = cache.attachments[scope] = AsyncWatcher(client, cache)
+    return w
+
+
+__all__ = ['AsyncWatcher', 'watcher']
