@@ -85,7 +85,8 @@ class RedisServer:
     def __init__(self, module: Optional[str] = None, port: Optional[int] = None,
                  replicaof: Optional['RedisServer'] = None, args: Sequence[str] = (),
                  binary: str = 'redis-server'):
-        self.module = module or module_path()
+        # Absolute: redis-server changes into --dir before it loads the module.
+        self.module = os.path.abspath(module or module_path())
         self.port = port or free_port()
         self.replicaof = replicaof
         self.args = list(args)
