@@ -107,6 +107,12 @@ SKIPS = {
         'commands it runs (docs/managed-redis.md)',
     'test_acl:test_driver': "the ACL lines of the module's commands (docs/managed-redis.md)",
     'test_acl:test_acl_categories': "the module commands' ACL categories",
+    'test_atomic_migration:test_sale_moves_whole_while_buyers_keep_reserving':
+        "the module's atomic slot migration (its own servers load the module)",
+    'test_atomic_migration:test_target_state_at_cutover_is_the_source_state_and_back':
+        "the module's atomic slot migration (its own servers load the module)",
+    'test_atomic_migration:test_cancelled_migration_leaves_the_sale_on_the_source':
+        "the module's atomic slot migration (its own servers load the module)",
 }
 
 # Skipped only on servers that freeze the clock inside MULTI/EXEC (Redis 8.2,
