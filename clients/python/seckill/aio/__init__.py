@@ -45,10 +45,12 @@ class Sale:
     """One sale on one key over redis.asyncio: `Sale(redis.asyncio.Redis(...),
     'sale:{1001}')`. Every method is seckill.Sale's, awaited."""
 
-    def __init__(self, client: Any, key: str, *, local_soldout: Any = False):
+    def __init__(self, client: Any, key: str, *, local_soldout: Any = False,
+                 backend: Any = None):
         self.r = client
         self.key = key
-        self._run = AsyncDriver(client).run
+        self._driver = AsyncDriver(client, backend)
+        self._run = self._driver.run
         self.soldout = resolve(client, local_soldout)
         self._watching = False
         if self.soldout is not None:
