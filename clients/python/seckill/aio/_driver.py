@@ -68,8 +68,10 @@ class AsyncDriver:
                         found = stop.value
                         break
                     value = error = None
+                    # a cluster: one master answers (these commands have no key)
+                    kw = {'target_nodes': self.r.get_default_node()} if self.cluster else {}
                     try:
-                        value = await self.r.execute_command(*step.args)
+                        value = await self.r.execute_command(*step.args, **kw)
                     except Exception as exc:
                         error = exc
                 setattr(scope, be.CACHE_ATTR, found)
