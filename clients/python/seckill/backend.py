@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+from redis.exceptions import ResponseError
+
 from ._io import Call, Steps
 
 MODULE = 'module'
@@ -114,8 +116,8 @@ def check(backend: Optional[str]) -> Optional[str]:
 def _maybe(args: Sequence[Any]) -> Steps:
     try:
         return (yield Call(args))
-    except Exception:   # refused (unknown command, ACL, managed service)
-        return None
+    except ResponseError:   # refused (unknown command, ACL, managed service); a
+        return None         # connection error goes to the caller, nothing cached
 
 
 def detect() -> Steps:

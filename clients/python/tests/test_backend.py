@@ -60,6 +60,10 @@ def test_detect_as_steps():
     with pytest.raises(StopIteration) as stop:
         op.send('1.0.0')
     assert stop.value.value == 'functions'
+    op = be.detect()
+    op.send(None)
+    with pytest.raises(redis.ConnectionError):      # a server down is not "no backend"
+        op.throw(redis.ConnectionError('down'))
 
 
 # -- real servers ---------------------------------------------------------------
