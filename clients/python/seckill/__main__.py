@@ -1,4 +1,4 @@
-"""python -m seckill init|worker|reconcile|rebuild|demo
+"""python -m seckill init|worker|reconcile|rebuild|demo|functions
 
 Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0)
 and --db URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL
@@ -201,7 +201,33 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--seed', type=int, default=1)
     s.add_argument('--no-progress', action='store_true')
     s.set_defaults(func=cmd_demo)
+
+    s = sub.add_parser('functions', help='the Redis Functions library (functions/seckill.lua): '
+                       'install (FUNCTION LOAD REPLACE; idempotent, no downgrade without '
+                       '--force) or status')
+    s.add_argument('action', choices=('install', 'status'))
+    s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
+    s.add_argument('--file', help='the Lua source (default: $SECKILL_LIBRARY, else the '
+                   "repository's functions/seckill.lua)")
+    s.add_argument('--force', action='store_true', help='load even an older version')
+    s.set_defaults(func=cmd_functions)
     return p
+
+
+def cmd_functions(a: argparse.Namespace) -> int:
+    from . import library as lib
+    r = _redis(a.redis)
+    try:
+        if a.action == 'status':
+            v = lib.loaded_version(r)
+            print('seckill %s loaded' % v if v else 'no seckill library loaded')
+            return 0
+        action, message = lib.install(r, a.file, a.force)
+    except lib.LibraryError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(message)
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -11,6 +11,7 @@ import time
 from typing import Any, Callable, Dict, Hashable, List
 
 from . import _io
+from . import backend as be
 from .split_protocol import key_slot
 
 try:  # redis-py >= 4.1
@@ -24,9 +25,12 @@ class Driver:
     Thread-safe as redis-py's clients are: many threads may run operations
     on one driver at once."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, backend: Any = None):
         self.r = client
         self.cluster = bool(RedisCluster) and isinstance(client, RedisCluster)
+        self.backend = be.check(backend)
+        """'module' or 'functions'; None until the first command asks the
+        server (once per connection pool: seckill.backend.detect)."""
         self._plain_replicas = None
         self._locks: Dict[Hashable, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -47,14 +51,42 @@ class Driver:
             except BaseException as exc:   # thrown into the operation, which may handle it
                 error = exc
 
+    def _resolve(self) -> str:
+        if self.backend is None:
+            scope = be.scope(self.r)
+            found = getattr(scope, be.CACHE_ATTR, None)
+            if found is None:
+                op, value, error = be.detect(), None, None
+                while True:
+                    try:
+                        step = op.send(value) if error is None else op.throw(error)
+                    except StopIteration as stop:
+                        found = stop.value
+                        break
+                    value = error = None
+                    # a cluster: one master answers (these commands have no key)
+                    kw = {'target_nodes': self.r.get_default_node()} if self.cluster else {}
+                    try:
+                        value = self.r.execute_command(*step.args, **kw)
+                    except Exception as exc:
+                        error = exc
+                setattr(scope, be.CACHE_ATTR, found)
+            self.backend = found
+        return self.backend
+
+    def _cmds(self, commands: Any) -> Any:
+        if self._resolve() == be.FUNCTIONS:
+            return [be.to_functions(c) for c in commands]
+        return commands
+
     def _call(self, step: _io.Call) -> Any:
-        return self.r.execute_command(*step.args)
+        return self.r.execute_command(*self._cmds([step.args])[0])
 
     def _round(self, step: _io.Round) -> List[Any]:
         if not step.commands:
             return []
         pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
-        for c in step.commands:
+        for c in self._cmds(step.commands):
             pipe.execute_command(*c)
         return pipe.execute()
 
@@ -62,7 +94,7 @@ class Driver:
         client = (self.r.get_redis_connection(self.r.get_node_from_key(step.key))
                   if self.cluster else self.r)
         pipe = client.pipeline(transaction=False)
-        for c in step.commands:
+        for c in self._cmds(step.commands):
             pipe.execute_command(*c)
         return pipe.execute(raise_on_error=False)
 

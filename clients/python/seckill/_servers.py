@@ -84,9 +84,10 @@ class RedisServer:
 
     def __init__(self, module: Optional[str] = None, port: Optional[int] = None,
                  replicaof: Optional['RedisServer'] = None, args: Sequence[str] = (),
-                 binary: str = 'redis-server'):
+                 binary: str = 'redis-server', load_module: bool = True):
         # Absolute: redis-server changes into --dir before it loads the module.
-        self.module = os.path.abspath(module or module_path())
+        # load_module=False: a server without it (the Functions library's).
+        self.module = os.path.abspath(module or module_path()) if load_module else None
         self.port = port or free_port()
         self.replicaof = replicaof
         self.args = list(args)
@@ -104,7 +105,8 @@ class RedisServer:
 
     def start(self) -> 'RedisServer':
         cmd = [self.binary, '--port', str(self.port), '--bind', '127.0.0.1',
-               '--loadmodule', self.module, '--dir', self.dir, '--logfile', self.log,
+               *(['--loadmodule', self.module] if self.module else []),
+               '--dir', self.dir, '--logfile', self.log,
                '--save', '', '--appendonly', 'no', '--daemonize', 'no',
                '--repl-diskless-sync-delay', '0', '--enable-debug-command', 'local']
         if self.replicaof is not None:

@@ -31,10 +31,12 @@ class Sale:
     (docs/soldout.md).
     """
 
-    def __init__(self, client: Any, key: str, *, local_soldout: Any = False):
+    def __init__(self, client: Any, key: str, *, local_soldout: Any = False,
+                 backend: Any = None):
         self.r = client
         self.key = key
-        self._run = Driver(client).run
+        self._driver = Driver(client, backend)
+        self._run = self._driver.run
         self.soldout = resolve(client, local_soldout)
         """The SoldOutCache this sale's flag lives in (None: no flag)."""
         if self.soldout is not None:

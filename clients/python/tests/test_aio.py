@@ -128,10 +128,10 @@ class FakeAsync:
 
 async def test_tryagain_is_retried_by_the_async_client_too():
     fake = FakeAsync(fails=2)
-    res = await Sale(fake, 'sale:{m}').reserve('u', reqid='o1')
+    res = await Sale(fake, 'sale:{m}', backend='module').reserve('u', reqid='o1')
     assert (res.status, fake.calls) == ('RESERVED', 3)
     with pytest.raises(TryAgainError):
-        await Sale(FakeAsync(fails=100), 'sale:{m}').reserve('u')
+        await Sale(FakeAsync(fails=100), 'sale:{m}', backend='module').reserve('u')
 
 
 # ---------------------------------------------------------------- SplitSale

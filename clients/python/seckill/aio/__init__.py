@@ -45,10 +45,12 @@ class Sale:
     """One sale on one key over redis.asyncio: `Sale(redis.asyncio.Redis(...),
     'sale:{1001}')`. Every method is seckill.Sale's, awaited."""
 
-    def __init__(self, client: Any, key: str, *, local_soldout: Any = False):
+    def __init__(self, client: Any, key: str, *, local_soldout: Any = False,
+                 backend: Any = None):
         self.r = client
         self.key = key
-        self._run = AsyncDriver(client).run
+        self._driver = AsyncDriver(client, backend)
+        self._run = self._driver.run
         self.soldout = resolve(client, local_soldout)
         self._watching = False
         if self.soldout is not None:
@@ -108,8 +110,9 @@ class SplitSale(SplitSaleBase):
     _driver_class = AsyncDriver
 
     def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
-                 local_soldout: Any = False):
-        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout)
+                 local_soldout: Any = False, backend: Any = None):
+        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout,
+                         backend=backend)
         if self.soldout is not None:
             self._run = self._run_watching
 

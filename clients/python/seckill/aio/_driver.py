@@ -8,6 +8,7 @@ import asyncio
 from typing import Any, Awaitable, Callable, Dict, Hashable, List
 
 from .. import _io
+from .. import backend as be
 from ..split_protocol import key_slot
 
 try:  # redis-py >= 4.3
@@ -22,9 +23,10 @@ class AsyncDriver:
     """Runs operations (generators of seckill._io steps) on `client`; many
     tasks may run operations on one driver at once."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, backend: Any = None):
         self.r = client
         self.cluster = bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster)
+        self.backend = be.check(backend)
         self._plain_replicas = None
         self._locks: Dict[Hashable, asyncio.Lock] = {}
         self._ready = not self.cluster
@@ -53,26 +55,56 @@ class AsyncDriver:
             except BaseException as exc:   # thrown into the operation, which may handle it
                 error = exc
 
+    async def _resolve(self) -> str:
+        if self.backend is None:
+            scope = be.scope(self.r)
+            found = getattr(scope, be.CACHE_ATTR, None)
+            if found is None:
+                op, value, error = be.detect(), None, None
+                while True:
+                    try:
+                        step = op.send(value) if error is None else op.throw(error)
+                    except StopIteration as stop:
+                        found = stop.value
+                        break
+                    value = error = None
+                    # a cluster: one master answers (these commands have no key)
+                    kw = {'target_nodes': self.r.get_default_node()} if self.cluster else {}
+                    try:
+                        value = await self.r.execute_command(*step.args, **kw)
+                    except Exception as exc:
+                        error = exc
+                setattr(scope, be.CACHE_ATTR, found)
+            self.backend = found
+        return self.backend
+
+    async def _cmds(self, commands: Any) -> Any:
+        if await self._resolve() == be.FUNCTIONS:
+            return [be.to_functions(c) for c in commands]
+        return commands
+
     async def _call(self, step: _io.Call) -> Any:
-        return await self.r.execute_command(*step.args)
+        return await self.r.execute_command(*(await self._cmds([step.args]))[0])
 
     async def _round(self, step: _io.Round) -> List[Any]:
         if not step.commands:
             return []
+        cmds = await self._cmds(step.commands)
         pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
-        for c in step.commands:
+        for c in cmds:
             pipe.execute_command(*c)
         return await pipe.execute()
 
     async def _on_node(self, step: _io.OnNode) -> List[Any]:
+        cmds = await self._cmds(step.commands)
         if not self.cluster:
             pipe = self.r.pipeline(transaction=False)
-            for c in step.commands:
+            for c in cmds:
                 pipe.execute_command(*c)
             return await pipe.execute(raise_on_error=False)
         # One connection to the key's master for all the commands (SEND and
         # its WAIT), as redis.asyncio's cluster pipeline does per node.
-        commands = [PipelineCommand(i, *c) for i, c in enumerate(step.commands)]
+        commands = [PipelineCommand(i, *c) for i, c in enumerate(cmds)]
         await self.r.get_node_from_key(step.key).execute_pipeline(commands)
         return [c.result for c in commands]
 

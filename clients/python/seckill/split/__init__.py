@@ -61,8 +61,9 @@ class SplitSale(SplitSaleBase):
     _driver_class = Driver
 
     def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
-                 local_soldout: Any = False):
-        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout)
+                 local_soldout: Any = False, backend: Any = None):
+        super().__init__(client, name, wait_ms=wait_ms, local_soldout=local_soldout,
+                         backend=backend)
         if self.soldout is not None:
             self._watcher = watcher(self.soldout, client)
             self._run = self._run_watching

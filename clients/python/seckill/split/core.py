@@ -98,12 +98,12 @@ class SplitSaleBase:
     _driver_class: Any = None
 
     def __init__(self, client: Any, name: str, *, wait_ms: int = 1000,
-                 local_soldout: Any = False):
+                 local_soldout: Any = False, backend: Any = None):
         self.r = client
         self.soldout = resolve(client, local_soldout)
         """The SoldOutCache holding this sale's local flag (None: no flag)."""
         self.core = SplitCore(name, wait_ms=wait_ms, soldout=self.soldout)
-        self._driver = self._driver_class(client)
+        self._driver = self._driver_class(client, backend)
         self._run = self._driver.run
         self._watched: Any = None
 

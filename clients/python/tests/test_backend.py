@@ -1,0 +1,170 @@
+"""Backend selection (seckill.backend) and one Sale scenario on both
+backends: the module, and the Functions library (functions/seckill.lua
+loaded into a server without the module), with identical replies."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+import redis
+
+import seckill
+from seckill import backend as be
+from seckill._servers import RedisServer
+from seckill.aio import Sale as AioSale
+
+LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))), 'functions', 'seckill.lua')
+
+
+# -- the plain functions ------------------------------------------------------
+
+def test_to_functions_translates_seckill_commands_only():
+    assert be.to_functions(['SECKILL.RESERVE', 'k', 'u', 'QTY', 2]) == \
+        ['FCALL', 'seckill_reserve', 1, 'k', 'u', 'QTY', 2]
+    assert be.to_functions(['seckill.init', 'k', 10]) == ['FCALL', 'seckill_init', 1, 'k', 10]
+    assert be.to_functions(['SECKILL.INFO', 'k']) == ['FCALL_RO', 'seckill_info', 1, 'k']
+    assert be.to_functions(['SECKILL.GET', 'k', 'r1']) == ['FCALL_RO', 'seckill_get', 1, 'k', 'r1']
+    assert be.to_functions([b'SECKILL.CONFIRM', 'k', 'r1']) == \
+        ['FCALL', 'seckill_confirm', 1, 'k', 'r1']
+    assert be.to_functions(['WAIT', 1, 100]) == ['WAIT', 1, 100]
+    assert be.to_functions(['TIME']) == ['TIME']
+    assert be.to_functions([]) == []
+
+
+def test_choose():
+    mod = [{'name': 'seckill', 'ver': 1}]
+    lib = [{'library_name': 'seckill', 'engine': 'LUA', 'functions': []}]
+    assert be.choose(mod, [], None) == 'module'
+    assert be.choose([['name', 'seckill', 'ver', 1]], None) == 'module'   # RESP2 flat list
+    assert be.choose([], lib, '1.0.0') == 'functions'
+    assert be.choose(None, [['library_name', b'seckill']], b'1.0.0') == 'functions'
+    with pytest.raises(be.BackendError, match='seckill_version'):
+        be.choose([], lib, None)
+    with pytest.raises(be.BackendError, match='functions install'):
+        be.choose([{'name': 'search'}], [], None)
+    with pytest.raises(be.BackendError):
+        be.choose(None, None, None)
+    with pytest.raises(be.BackendError):
+        be.check('lua')
+
+
+def test_detect_as_steps():
+    op = be.detect()
+    assert op.send(None).args == ['MODULE', 'LIST']
+    step = op.throw(redis.ResponseError('unknown command'))     # a managed service
+    assert step.args[:2] == ['FUNCTION', 'LIST']
+    assert op.send([{'library_name': 'seckill'}]).args == ['FCALL_RO', 'seckill_version', 0]
+    with pytest.raises(StopIteration) as stop:
+        op.send('1.0.0')
+    assert stop.value.value == 'functions'
+    op = be.detect()
+    op.send(None)
+    with pytest.raises(redis.ConnectionError):      # a server down is not "no backend"
+        op.throw(redis.ConnectionError('down'))
+
+
+# -- real servers ---------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def lib_server():
+    srv = RedisServer(load_module=False).start()
+    c = srv.client()
+    with open(LIBRARY) as f:
+        c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+    c.close()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope='module')
+def mod_server(module):
+    srv = RedisServer(module=module).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope='module')
+def bare_server():
+    srv = RedisServer(load_module=False).start()
+    yield srv
+    srv.stop()
+
+
+def test_detection_once_per_pool(mod_server, lib_server, bare_server):
+    for srv, want in ((mod_server, 'module'), (lib_server, 'functions')):
+        c = srv.client()
+        s = seckill.Sale(c, 'sale:{d}')
+        assert s.info() is None
+        assert s._driver.backend == want
+        assert getattr(c.connection_pool, be.CACHE_ATTR) == want
+        c2 = redis.Redis(connection_pool=c.connection_pool)
+        assert seckill.Sale(c2, 'sale:{d}')._driver._resolve() == want   # cached: no command
+        c.close()
+    c = bare_server.client()
+    with pytest.raises(be.BackendError, match='neither'):
+        seckill.Sale(c, 'sale:{d}').info()
+    with pytest.raises(redis.ResponseError):      # forced: the server says what is missing
+        seckill.Sale(c, 'sale:{d}', backend='functions').info()
+    c.close()
+
+
+def scenario(sale, r):
+    out = [sale.init(3, limit=2, hold_ms=60000), sale.init(3)]
+    a = sale.reserve('u1', reqid='o1')
+    out.append((a.status, a.remaining))
+    d = sale.reserve('u1', reqid='o1')
+    out.append((d.status, d.rid == a.rid, d.remaining))
+    b = sale.reserve('u1', qty=1, reqid='o2')
+    out.append((b.status, b.remaining))
+    out.append(sale.reserve('u1', qty=1, reqid='o3').status)     # LIMIT
+    c = sale.reserve('u2', qty=2, reqid='o4')
+    out.append((c.status, c.remaining))
+    out.append(sale.confirm(a.rid))
+    out.append(sale.confirm(a.rid))
+    out.append(sale.release(b.rid))
+    out.append(sale.release(b.rid))
+    info = sale.info()
+    out.append({k: v for k, v in info.items()
+                if k not in ('created_ms', 'start_ms', 'end_ms', 'ttl_ms', 'now_ms')})
+    got = sale.get(a.rid)
+    out.append({k: v for k, v in got.items() if not k.endswith('_ms')})
+    out.append(sale.get('nope'))
+    out.append(seckill.Sale(r, 'sale:{none}').info())
+    return out
+
+
+def _normalise(out):
+    return repr(out).replace("'rid': '", "'rid: ")
+
+
+def test_same_replies_on_both_backends(mod_server, lib_server):
+    results = {}
+    for name, srv in (('module', mod_server), ('functions', lib_server)):
+        r = srv.client()
+        r.delete('sale:{s}')
+        results[name] = scenario(seckill.Sale(r, 'sale:{s}', backend=name), r)
+        r.close()
+    assert results['module'] == results['functions']
+    assert results['module'][2] == ('RESERVED', 2)
+    assert results['module'][5] == 'LIMIT'
+
+
+def test_same_replies_async(mod_server, lib_server):
+    async def run(srv, name):
+        r = redis.asyncio.Redis(host='127.0.0.1', port=srv.port, decode_responses=True)
+        await r.delete('sale:{a}')
+        s = AioSale(r, 'sale:{a}')           # detected
+        out = [await s.init(1), (await s.reserve('u1', reqid='o1')).status,
+               (await s.reserve('u1', reqid='o1')).status, (await s.reserve('u2')).status]
+        info = await s.info()
+        out.append((info['total'], info['remaining']))
+        assert s._driver.backend == name
+        await r.aclose()
+        return out
+
+    a = asyncio.run(run(mod_server, 'module'))
+    b = asyncio.run(run(lib_server, 'functions'))
+    assert a == b
