@@ -182,7 +182,74 @@ def _close(ps: Any) -> None:
             pass
 
 
-class Watcher:
+class Routes:
+    """Which node's listener subscribes each watched key: the bookkeeping
+    the thread and asyncio watchers share. Subclasses make a node's
+    listener (`_listener`) and, when threads touch it, hold their lock
+    around these calls."""
+
+    def __init__(self, client: Any, cache: so.SoldOutCache, cluster: bool):
+        self.client = client
+        self.cache = cache
+        self.cluster = cluster
+        self.db = 0 if self.cluster else client_db(client)
+        self.notifications: Dict[str, Optional[str]] = {}
+        self._where: Dict[str, str] = {}              # key -> node name
+        self._listeners: Dict[str, Any] = {}
+        self._closed = False
+
+    def _listener(self, name: str, node: Any) -> Any:
+        raise NotImplementedError
+
+    def _node_of(self, key: str) -> Tuple[str, Any]:
+        if self.cluster:
+            node = self.client.get_node_from_key(key)
+            return node.name, node
+        kw = self.client.connection_pool.connection_kwargs
+        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379)), None
+
+    def _add(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            if key in self._where:
+                continue
+            name, node = self._node_of(key)
+            self._where[key] = name
+            self._listener(name, node).subs.add(key)
+
+    def _drop(self, keys: Iterable[str]) -> None:
+        for key in keys:
+            name = self._where.pop(key, None)
+            if name is not None:
+                self._listeners[name].subs.remove(key)
+
+    def _reroute(self) -> None:
+        if self._closed:
+            return
+        for key, name in list(self._where.items()):
+            try:
+                new, node = self._node_of(key)
+            except Exception:
+                continue
+            if new != name:
+                self._listeners[name].subs.remove(key)
+                self._where[key] = new
+                self._listener(new, node).subs.add(key)
+                self.cache.lost(key)
+
+    def _subscribed(self) -> Dict[str, set]:
+        return {name: set(lis.subs.view) for name, lis in self._listeners.items()}
+
+    def note_config(self, node: str, flags: Optional[str]) -> None:
+        old = self.notifications.get(node, '?')
+        self.notifications[node] = flags
+        if flags != old and so.notifications_deliver(flags) is False:
+            log.warning('notify-keyspace-events is %r on %s: the seckill module\'s sold-out and '
+                        'restock events are not delivered (enable them with CONFIG SET '
+                        'notify-keyspace-events Kd); the local sold-out flag works from replies '
+                        'alone and lapses after %g ms', flags, node, self.cache.lapse * 1000)
+
+
+class Watcher(Routes):
     """Subscriptions that feed `cache` the stock signals of the keys it
     watches, over `client` (redis.Redis or redis.cluster.RedisCluster).
 
@@ -193,22 +260,8 @@ class Watcher:
     """
 
     def __init__(self, client: Any, cache: so.SoldOutCache):
-        self.client = client
-        self.cache = cache
-        self.cluster = bool(RedisCluster) and isinstance(client, RedisCluster)
-        self.db = 0 if self.cluster else client_db(client)
-        self.notifications: Dict[str, Optional[str]] = {}
+        super().__init__(client, cache, bool(RedisCluster) and isinstance(client, RedisCluster))
         self._lock = threading.Lock()
-        self._where: Dict[str, str] = {}              # key -> node name
-        self._listeners: Dict[str, _Listener] = {}
-        self._closed = False
-
-    def _node_of(self, key: str) -> Tuple[str, Any]:
-        if self.cluster:
-            node = self.client.get_node_from_key(key)
-            return node.name, node
-        kw = self.client.connection_pool.connection_kwargs
-        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379)), None
 
     def _listener(self, name: str, node: Any) -> _Listener:
         lis = self._listeners.get(name)
@@ -221,53 +274,24 @@ class Watcher:
         """Subscribes the keys' channels on their nodes (in the background:
         the first signals may come a few milliseconds later)."""
         with self._lock:
-            if self._closed:
-                return
-            for key in keys:
-                if key in self._where:
-                    continue
-                name, node = self._node_of(key)
-                self._where[key] = name
-                self._listener(name, node).subs.add(key)
+            if not self._closed:
+                self._add(keys)
 
     def unwatch(self, keys: Iterable[str]) -> None:
         """Drops the keys' subscriptions (their flags then live on replies
         and the lapse alone)."""
         with self._lock:
-            for key in keys:
-                name = self._where.pop(key, None)
-                if name is not None:
-                    self._listeners[name].subs.remove(key)
+            self._drop(keys)
 
     def reroute(self) -> None:
         """Moves keys whose slot the client now sees on another node."""
         with self._lock:
-            if self._closed:
-                return
-            for key, name in list(self._where.items()):
-                try:
-                    new, node = self._node_of(key)
-                except Exception:
-                    continue
-                if new != name:
-                    self._listeners[name].subs.remove(key)
-                    self._where[key] = new
-                    self._listener(new, node).subs.add(key)
-                    self.cache.lost(key)
-
-    def note_config(self, node: str, flags: Optional[str]) -> None:
-        old = self.notifications.get(node, '?')
-        self.notifications[node] = flags
-        if flags != old and so.notifications_deliver(flags) is False:
-            log.warning('notify-keyspace-events is %r on %s: the seckill module\'s sold-out and '
-                        'restock events are not delivered (enable them with CONFIG SET '
-                        'notify-keyspace-events Kd); the local sold-out flag works from replies '
-                        'alone and lapses after %g ms', flags, node, self.cache.lapse * 1000)
+            self._reroute()
 
     def subscribed(self) -> Dict[str, set]:
         """The keys each node's listener has subscribed (for tests)."""
         with self._lock:
-            return {name: set(lis.subs.view) for name, lis in self._listeners.items()}
+            return self._subscribed()
 
     def close(self) -> None:
         with self._lock:

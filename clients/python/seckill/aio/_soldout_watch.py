@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional
 
 from .. import soldout as so
-from .._soldout_watch import (BACKOFF_S, POLL_S, REROUTE_S, NodeSubscriptions, client_db,
-                              client_scope, config_flags, dispatch)
+from .._soldout_watch import (BACKOFF_S, POLL_S, REROUTE_S, NodeSubscriptions, Routes, client_scope,
+                              config_flags, dispatch)
 
 try:  # redis-py >= 4.3
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -91,28 +91,14 @@ async def _close(ps: Any) -> None:
             pass
 
 
-class AsyncWatcher:
+class AsyncWatcher(Routes):
     """seckill._soldout_watch.Watcher for redis.asyncio clients. watch()
     must be called with the client's event loop running (the aio Sale and
     SplitSale call it from their first awaited call)."""
 
     def __init__(self, client: Any, cache: so.SoldOutCache):
-        self.client = client
-        self.cache = cache
-        self.cluster = bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster)
-        self.db = 0 if self.cluster else client_db(client)
-        self.notifications: Dict[str, Optional[str]] = {}
-        self._where: Dict[str, str] = {}
-        self._listeners: Dict[str, _Listener] = {}
+        super().__init__(client, cache, bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster))
         self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._closed = False
-
-    def _node_of(self, key: str) -> Tuple[str, Any]:
-        if self.cluster:
-            node = self.client.get_node_from_key(key)
-            return node.name, node
-        kw = self.client.connection_pool.connection_kwargs
-        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379)), None
 
     def _listener(self, name: str, node: Any) -> _Listener:
         lis = self._listeners.get(name)
@@ -129,44 +115,16 @@ class AsyncWatcher:
             self.close()
             self._closed = False
             self._loop = loop
-        for key in keys:
-            if key in self._where:
-                continue
-            name, node = self._node_of(key)
-            self._where[key] = name
-            self._listener(name, node).subs.add(key)
+        self._add(keys)
 
     def unwatch(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            name = self._where.pop(key, None)
-            if name is not None:
-                self._listeners[name].subs.remove(key)
+        self._drop(keys)
 
     def reroute(self) -> None:
-        if self._closed:
-            return
-        for key, name in list(self._where.items()):
-            try:
-                new, node = self._node_of(key)
-            except Exception:
-                continue
-            if new != name:
-                self._listeners[name].subs.remove(key)
-                self._where[key] = new
-                self._listener(new, node).subs.add(key)
-                self.cache.lost(key)
-
-    def note_config(self, node: str, flags: Optional[str]) -> None:
-        old = self.notifications.get(node, '?')
-        self.notifications[node] = flags
-        if flags != old and so.notifications_deliver(flags) is False:
-            log.warning('notify-keyspace-events is %r on %s: the seckill module\'s sold-out and '
-                        'restock events are not delivered (enable them with CONFIG SET '
-                        'notify-keyspace-events Kd); the local sold-out flag works from replies '
-                        'alone and lapses after %g ms', flags, node, self.cache.lapse * 1000)
+        self._reroute()
 
     def subscribed(self) -> Dict[str, set]:
-        return {name: set(lis.subs.view) for name, lis in self._listeners.items()}
+        return self._subscribed()
 
     def close(self) -> None:
         """Cancels the listener tasks (their PubSubs close as they end)."""
