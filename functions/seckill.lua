@@ -872,6 +872,51 @@ end
 local function status_id_count(st, id, n) return {redis.status_reply(st), id or false, n} end
 local function status_count(st, n) return {redis.status_reply(st), n} end
 
+-- FORMAT JSON: a report (flat field/value pairs) as one JSON object, the
+-- fields in the module's order, numbers as numbers, nested lists as arrays.
+local function json_value(v)
+    local t = type(v)
+    if t == 'number' then return num(v) end
+    if t == 'string' then return cjson.encode(v) end
+    if t == 'table' and v.ok then return cjson.encode(v.ok) end
+    if t == 'table' then
+        local parts = {}
+        for i, x in ipairs(v) do parts[i] = json_value(x) end
+        return '[' .. table.concat(parts, ',') .. ']'
+    end
+    return 'null'
+end
+
+local function as_json(pairs_)
+    local parts = {}
+    for i = 1, #pairs_, 2 do parts[#parts + 1] = cjson.encode(pairs_[i]) .. ':' .. json_value(pairs_[i + 1]) end
+    return '{' .. table.concat(parts, ',') .. '}'
+end
+
+local function format_value(raw)
+    if raw:upper() ~= 'JSON' then fail('ERR FORMAT must be JSON') end
+    return 'json'
+end
+
+-- A trailing `FORMAT JSON` (INFO, GET): the arguments before it, and the
+-- format (nil: RESP).
+local function split_format(args)
+    local n = #args
+    if n >= 2 and args[n - 1]:upper() == 'FORMAT' then
+        local format = format_value(args[n])
+        local rest = {}
+        for i = 1, n - 2 do rest[i] = args[i] end
+        return rest, format
+    end
+    return args, nil
+end
+
+-- A report in the format asked for; nil (no sale, no reservation) stays nil.
+local function reply_as(format, pairs_)
+    if format and pairs_ then return as_json(pairs_) end
+    return pairs_
+end
+
 -- A STREAM key must be empty or a stream, and writable by the caller.
 local function check_stream(skey)
     if not redis.acl_check_cmd('XADD', skey, '*', 'event', 'x') or not redis.acl_check_cmd('TYPE', skey) then
@@ -1169,7 +1214,7 @@ end
 
 local function cmd_reconcile(keys, args)
     local key = one_key(keys, 'seckill.reconcile')
-    local expire, apply, orders = false, false, nil
+    local expire, apply, orders, format = false, false, nil, nil
     local o = options(args, 1)
     while true do
         local word = o:next_word()
@@ -1181,6 +1226,9 @@ local function cmd_reconcile(keys, args)
         elseif w == 'APPLY' then
             o:once('APPLY')
             apply = true
+        elseif w == 'FORMAT' then
+            o:once('FORMAT')
+            format = format_value(o:value('FORMAT'))
         elseif w == 'ORDERS' then
             local count, digits = o:number('ORDERS', 1, U64_MAX)
             if not count or count > MAX_ORDERS then
@@ -1247,28 +1295,30 @@ local function cmd_reconcile(keys, args)
             out[#out + 1] = v
         end
     end
-    return out
+    return reply_as(format, out)
 end
 
 local function cmd_info(keys, args)
     local key = one_key(keys, 'seckill.info')
-    if #args ~= 0 then arity('seckill.info') end
+    local rest, format = split_format(args)
+    if #rest ~= 0 then arity('seckill.info') end
     local S = open(key)
     if not S then return false end
-    return S:report()
+    return reply_as(format, S:report())
 end
 
 local function cmd_get(keys, args)
     local key = one_key(keys, 'seckill.get')
-    if #args ~= 1 then arity('seckill.get') end
-    local rid = parse_id('reservation id', args[1])
+    local rest, format = split_format(args)
+    if #rest ~= 1 then arity('seckill.get') end
+    local rid = parse_id('reservation id', rest[1])
     local S = open(key)
     if not S then return false end
     local r = S:find(rid)
     if not r then return false end
     local created = S.t0 + r.off
-    return {'user', r.user, 'qty', r.qty, 'state', STATE_WORD[state_of(r)], 'created_ms', created,
-            'deadline_ms', has_deadline(r) and created + S.hold or 0}
+    return reply_as(format, {'user', r.user, 'qty', r.qty, 'state', STATE_WORD[state_of(r)], 'created_ms', created,
+                             'deadline_ms', has_deadline(r) and created + S.hold or 0})
 end
 
 local function parse_peer(key, raw)

@@ -2,7 +2,8 @@
 loaded and the library loaded; random command sequences (INIT with random
 options and REPLACE, RESERVE with QTY and REQIDs, retried and generated-
 looking ones, RELEASE, CONFIRM, GET, RECONCILE with and without EXPIRE and
-APPLY, SEND and RECV of a split sale with stale rounds, INFO, bad arguments)
+APPLY, SEND and RECV of a split sale with stale rounds, INFO and its FORMAT JSON,
+bad arguments)
 go to a module sale and to a library sale, and every reply must be the same:
 statuses, ids (generated ids up to their round tag), remaining stock,
 reports, and error texts. Times are left out (the two sales are made
@@ -147,12 +148,15 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6):
             p.both('RECV', ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])])
         else:
             p.both('INFO', [])
+            p.both('INFO', ['FORMAT', 'JSON'])
             p.both(*rng.choice([
                 ('RESERVE', [b'']), ('RESERVE', ['u', 'QTY', 0]), ('RESERVE', ['u', 'QTY', 99]), ('RELEASE', []),
                 ('RECONCILE', ['APPLY']), ('INIT', ['-1']), ('GET', ['x' * 257]), ('INIT', [5, 'SHARDS', 2, 'shards', 3]),
                 ('SEND', ['peer:{k}', 1, 'TID', 't']), ('RECV', ['peer:{k}', 'x', 'ROUND', 'r1']),
-                ('RECONCILE', ['ORDERS', 1001]), ('INIT', [5, 'BOGUS']), ('RESERVE', ['u', 7])]))
+                ('RECONCILE', ['ORDERS', 1001]), ('INIT', [5, 'BOGUS']), ('RESERVE', ['u', 7]),
+                ('INFO', ['FORMAT', 'XML']), ('INFO', ['FORMAT']), ('GET', ['x', 'FORMAT', 'csv'])]))
     p.both('INFO', [])
+    p.both('INFO', ['format', 'json'])
     return p.mismatches
 
 

@@ -100,8 +100,6 @@ SKIPS = {
     'test_commands:test_stock_edge_spans_the_whole_write':
         'module keyspace events; the library publishes on seckill:events:<key> '
         '(test_library:test_stock_edges_are_published)',
-    'test_commands:test_format_json_matches_the_resp_form':
-        'contract difference: FORMAT JSON is not in the library yet (docs/managed-redis.md)',
     'test_acl:test_front_end':
         "the ACL lines of the module's commands; the library's callers need +fcall/+fcall_ro and the "
         'commands it runs (docs/managed-redis.md)',

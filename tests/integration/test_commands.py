@@ -5,7 +5,7 @@ import time
 import redis
 from RLTest import Env
 
-from seckill_helpers import (GENERATED_ID, GET_FIELDS, ORDER_FIELDS, REPORT_FIELDS, RawConn, as_dict,
+from seckill_helpers import (FUNCTIONS, GENERATED_ID, GET_FIELDS, ORDER_FIELDS, REPORT_FIELDS, RawConn, as_dict,
                              assert_replica_agrees, check_invariant, conn_address, digest, digest_value, events_from,
                              get, info, is_valkey_8_1, pairs, reconcile, reserve, seckill_stats, server_ms,
                              wait_for)
@@ -989,7 +989,10 @@ def test_format_json_matches_the_resp_form():
     env.assertEqual(list(as_json.items()), list(reconcile(c, key, *rows).items()))
     env.assertEqual((as_json['orders_ok'], as_json['orders_pending_ids'], as_json['orders_unknown_ids']),
                     (1, ['o2'], ['o9']))
-    # RESP3: the map and the JSON agree too.
+    # RESP3: the map and the JSON agree too (the library answers RESP3
+    # reports as flat pairs: docs/managed-redis.md; its JSON is checked above).
+    if FUNCTIONS:
+        return
     host, port, path = conn_address(c)
     kw = dict(decode_responses=True, protocol=3)
     r3 = redis.Redis(unix_socket_path=path, **kw) if path else redis.Redis(host=host, port=port, **kw)
