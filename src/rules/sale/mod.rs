@@ -162,8 +162,8 @@ impl Sale {
     }
 
     /// Units sent and received, summed over peers (zero for a plain sale).
-    pub fn transfer_totals(&self) -> Option<Counters> {
-        Some(transfers::totals(self.transfers.as_deref()))
+    pub fn transfer_totals(&self) -> Counters {
+        transfers::totals(self.transfers.as_deref())
     }
 
     /// See `transfers::check_transfer`.
