@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..protocol import LIMIT, RESERVED, SOLD_OUT
@@ -31,30 +30,11 @@ from .payment import OUT_PAID, OUT_RETRY, cancel_order, pay
 from .reconciler import create_sale, reconcile
 from .store import CANCELLED, PAID, UNPAID, SaleConfig, open_store
 from .demo_report import ledger_check, report_lines, worker_totals, write_chart, write_report
+from .demo_types import DemoConfig, Tally
 from .worker import backlog
 
 SALE_KEY = 'sale:{demo}'
 STREAM_KEY = 'sale:{demo}:events'
-
-
-@dataclass
-class DemoConfig:
-    db: str = 'sqlite'
-    buyers: int = 5000
-    stock: int = 200
-    hold_ms: int = 6000
-    duration_s: float = 30.0
-    workers: int = 2
-    out: str = 'demo-out'
-    seed: int = 1
-    progress: bool = True
-    pay_ratio: float = 0.78     # pay in time
-    late_ratio: float = 0.10    # pay around the end of the hold: races the expiry
-    cancel_ratio: float = 0.04  # give the order up (RELEASE)
-    # the rest never pay: their holds run out
-    double_pay_ratio: float = 0.05  # a second, different payment of a paid order
-    buyer_threads: int = 16
-    pay_threads: int = 4
 
 
 class Scheduler:
@@ -107,24 +87,6 @@ class Scheduler:
             self._cv.notify_all()
         for t in self._threads:
             t.join(5)
-
-
-@dataclass
-class Tally:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    attempts: int = 0
-    reserved: Dict[str, str] = field(default_factory=dict)  # rid -> user
-    sold_out: int = 0
-    limit: int = 0
-    retries: int = 0
-    payments: Dict[Tuple[str, str], Tuple[str, str]] = field(default_factory=dict)  # (rid, ref) -> (outcome, reason)
-    attempted: set = field(default_factory=set)  # (rid, ref)
-    pay_calls: int = 0
-    pay_retries: int = 0
-    late: int = 0
-    cancels: int = 0
-    cancel_too_late: int = 0
-    events: List[Tuple[float, str]] = field(default_factory=list)
 
 
 def _spawn_worker(redis_url: str, db_url: str, name: str, log_path: str) -> subprocess.Popen:

@@ -13,7 +13,7 @@ from .store import CANCELLED, PAID, UNPAID
 from .worker import backlog
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .demo import DemoConfig, Tally
+    from .demo_types import DemoConfig, Tally
 
 
 def ledger_check(cfg: DemoConfig, store, sale: Sale, stream: str, r, tally: Tally, outcome,
