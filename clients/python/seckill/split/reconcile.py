@@ -12,22 +12,12 @@ from .. import _ops
 from .. import protocol as p
 from .. import split_protocol as sp
 from .._io import Steps
-from .audit import Auditor
+from .parts import Parts
 from .reserve import MAX_ATTEMPTS
-from .state import SplitState
-from .topology import Topology
-from .transfers import Transfers
 
 
-class Reconciler:
+class Reconciler(Parts):
     """The reconcile concern of one split-sale object."""
-
-    def __init__(self, state: SplitState, topology: Topology, transfers: Transfers,
-                 auditor: Auditor):
-        self.s = state
-        self.topology = topology
-        self.transfers = transfers
-        self.auditor = auditor
 
     def reconcile(self, orders: List[Any], apply: bool = False,
                   chunk_size: int = p.DEFAULT_CHUNK) -> Steps:

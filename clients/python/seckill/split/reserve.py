@@ -15,23 +15,13 @@ from .. import protocol as p
 from .. import split_protocol as sp
 from .._io import Locked, Steps
 from ..split_protocol import StaleRound
-from .audit import Auditor
-from .state import SplitState
-from .topology import Topology
-from .transfers import Transfers
+from .parts import Parts
 
 MAX_ATTEMPTS = 16        # slow-path rounds of one reserve before it gives up
 
 
-class Reserver:
+class Reserver(Parts):
     """The reserve concern of one split-sale object."""
-
-    def __init__(self, state: SplitState, topology: Topology, transfers: Transfers,
-                 auditor: Auditor):
-        self.s = state
-        self.topology = topology
-        self.transfers = transfers
-        self.auditor = auditor
 
     def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Steps:
         """See SplitSale.reserve. With a local flag (state.soldout), a sale
