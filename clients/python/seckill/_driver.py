@@ -41,10 +41,9 @@ class Driver:
         value: Any = None
         error: Any = None
         while True:
-            try:
-                step = op.send(value) if error is None else op.throw(error)
-            except StopIteration as stop:
-                return stop.value
+            done, step = _io.advance(op, value, error)
+            if done:
+                return step
             value = error = None
             try:
                 value = _DO[type(step)](self, step)
@@ -58,10 +57,9 @@ class Driver:
             if found is None:
                 op, value, error = be.detect(), None, None
                 while True:
-                    try:
-                        step = op.send(value) if error is None else op.throw(error)
-                    except StopIteration as stop:
-                        found = stop.value
+                    done, step = _io.advance(op, value, error)
+                    if done:
+                        found = step
                         break
                     value = error = None
                     # a cluster: one master answers (these commands have no key)

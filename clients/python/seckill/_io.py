@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from time import monotonic
-from typing import Any, Generator, Hashable, Sequence
+from typing import Any, Generator, Hashable, Optional, Sequence, Tuple
 
 from .errors import is_tryagain, redirects_exhausted
 
@@ -99,6 +99,16 @@ over one second, then the TRYAGAIN error goes to the caller."""
 TRYAGAIN_BUDGET = 1.5
 """No wait that would end past this many seconds from the first try: a
 cluster client's tries each take its own ~0.4 s of retries."""
+
+
+def advance(op: Steps, value: Any, error: Optional[BaseException]) -> Tuple[bool, Any]:
+    """Resumes `op` with its last step's value, or throws that step's error
+    into it: (True, its result) when it ended, else (False, its next step).
+    Both drivers (sync and asyncio) run every operation through this."""
+    try:
+        return False, (op.send(value) if error is None else op.throw(error))
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def call(args: Sequence[Any]) -> Steps:

@@ -45,10 +45,9 @@ class AsyncDriver:
         value: Any = None
         error: Any = None
         while True:
-            try:
-                step = op.send(value) if error is None else op.throw(error)
-            except StopIteration as stop:
-                return stop.value
+            done, step = _io.advance(op, value, error)
+            if done:
+                return step
             value = error = None
             try:
                 value = await _DO[type(step)](self, step)
@@ -62,10 +61,9 @@ class AsyncDriver:
             if found is None:
                 op, value, error = be.detect(), None, None
                 while True:
-                    try:
-                        step = op.send(value) if error is None else op.throw(error)
-                    except StopIteration as stop:
-                        found = stop.value
+                    done, step = _io.advance(op, value, error)
+                    if done:
+                        found = step
                         break
                     value = error = None
                     # a cluster: one master answers (these commands have no key)
