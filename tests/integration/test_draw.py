@@ -1,0 +1,495 @@
+"""Draw sales (docs/draw-sales.md): INIT ... DRAW, ENTER, DRAW, ENTRANTS, the
+waitlist, the verifiable order, persistence and the fairness of the order.
+
+The expected winners are computed here from the revealed seed, independently
+of the server: ascending SHA-256(seed || user), each entrant whose QTY fits
+what is left of the draw's stock wins."""
+
+import hashlib
+import json
+import time
+
+from RLTest import Env
+
+from seckill_helpers import (REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
+                             wait_for)
+
+DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed']
+
+# The chi-square critical value for 9 degrees of freedom at p = 0.001
+# (scipy.stats.chi2.ppf(0.999, 9) = 27.877; any chi-square table).
+CHI2_9_P001 = 27.877
+
+
+def _env(**kw):
+    env = Env(decodeResponses=True, **kw)
+    env.skipOnCluster()
+    return env, env.getConnection()
+
+
+def _draw_sale(c, key, total, window_ms=400, *opts):
+    """A draw sale whose registration is open now and ends window_ms from now; returns END."""
+    end = server_ms(c) + window_ms
+    c.execute_command('SECKILL.INIT', key, total, 'END', end, *opts, 'DRAW')
+    return end
+
+
+def _after(c, end):
+    wait_for(lambda: server_ms(c) >= end, timeout=10)
+
+
+def _draw_all(c, key, count=1000):
+    replies = []
+    while True:
+        drawn, remaining, left = c.execute_command('SECKILL.DRAW', key, 'COUNT', count)
+        replies.append((drawn, remaining, left))
+        if left == 0:
+            return replies
+
+
+def _entrants(c, key, count=100):
+    """ENTRANTS paged to the end: [(user, qty, result)] in the order they entered."""
+    out, cursor = [], 0
+    while True:
+        cursor, flat = c.execute_command('SECKILL.ENTRANTS', key, cursor, 'COUNT', count)
+        out += [(flat[i], int(flat[i + 1]), flat[i + 2]) for i in range(0, len(flat), 3)]
+        if str(cursor) == '0':
+            return out
+
+
+def _draw_key(seed_hex, user):
+    return hashlib.sha256(bytes.fromhex(seed_hex) + user.encode()).digest()
+
+
+def _expected_winners(seed_hex, entrants, stock):
+    """The contract's draw, recomputed: [(user, qty)] of the winners in draw order."""
+    won, left = [], stock
+    for user, qty in sorted(entrants, key=lambda e: _draw_key(seed_hex, e[0])):
+        if qty <= left:
+            won.append((user, qty))
+            left -= qty
+    return won
+
+
+def _draw_info(env, c, key, depth=0):
+    r = info(c, key)
+    env.assertEqual(list(r.keys()), REPORT_FIELDS + DRAW_FIELDS, depth=depth + 1)
+    env.assertEqual(r['remaining'] + r['pending'] + r['confirmed'], r['total'], depth=depth + 1)
+    env.assertEqual(r['invariant'], 'ok', depth=depth + 1)
+    return r
+
+
+def _refused(env, c, args, text):
+    """An error that names what is wrong and changes nothing."""
+    before = digest(c)
+    try:
+        c.execute_command(*args)
+        env.assertTrue(False, message='%r was accepted' % (args,), depth=1)
+    except Exception as e:
+        env.assertContains(text, str(e), depth=1)
+    env.assertEqual(digest(c), before, depth=1, message='a refused %r changed the data' % (args,))
+
+
+def _stream(c, skey):
+    return [fields for _, fields in c.execute_command('XRANGE', skey, '-', '+')]
+
+
+# --------------------------------------------------------------------- INIT
+
+def test_init_draw_needs_end_and_reports_its_state():
+    env, c = _env()
+    _refused(env, c, ['SECKILL.INIT', 'd:{1}', 10, 'DRAW'], 'DRAW needs END')
+    _refused(env, c, ['SECKILL.INIT', 'd:{1}', 10, 'START', 1, 'DRAW'], 'DRAW needs END')
+    _refused(env, c, ['SECKILL.INIT', 'd:{1}', 10, 'END', server_ms(c) + 5000, 'DRAW', 'DRAW'], 'DRAW')
+    env.assertIsNone(info(c, 'd:{1}'))
+
+    _draw_sale(c, 'd:{1}', 10, 5000, 'LIMIT', 3, 'HOLD', 60000)
+    r = _draw_info(env, c, 'd:{1}')
+    env.assertEqual([r[f] for f in DRAW_FIELDS[:6]], ['draw', 0, 0, 0, 0, None])
+    env.assertEqual(len(r['seed_commitment']), 64)
+    int(r['seed_commitment'], 16)
+    env.assertIsNone(r['seed'])
+
+    # Another sale's report is unchanged, and every draw sale has its own seed.
+    c.execute_command('SECKILL.INIT', 'plain:{1}', 10)
+    env.assertEqual(list(info(c, 'plain:{1}').keys()), REPORT_FIELDS)
+    _draw_sale(c, 'd:{2}', 10, 5000)
+    env.assertNotEqual(info(c, 'd:{2}')['seed_commitment'], r['seed_commitment'])
+    # REPLACE starts a new draw with a new seed.
+    _draw_sale(c, 'd:{2}', 10, 5000, 'REPLACE')
+    env.assertNotEqual(info(c, 'd:{2}')['seed_commitment'], r['seed_commitment'])
+
+    # FORMAT JSON carries the same fields; the seed is null until the draw.
+    doc = json.loads(c.execute_command('SECKILL.INFO', 'd:{1}', 'FORMAT', 'JSON'))
+    env.assertEqual(list(doc.keys()), REPORT_FIELDS + DRAW_FIELDS)
+    env.assertEqual((doc['mode'], doc['seed'], doc['draw_stock']), ('draw', None, None))
+
+
+def test_reserve_is_refused_on_a_draw_sale():
+    env, c = _env()
+    _draw_sale(c, 'd:{r}', 5, 5000)
+    before = digest(c)
+    env.assertEqual(reserve(c, 'd:{r}', 'alice'), ['DRAW', None, 5])
+    env.assertEqual(reserve(c, 'd:{r}', 'alice', 'QTY', 1, 'REQID', 'x1'), ['DRAW', None, 5])
+    env.assertEqual(digest(c), before)
+    # NO_SALE still comes first.
+    env.assertEqual(reserve(c, 'd:{missing}', 'alice'), ['NO_SALE', None, 0])
+
+
+# -------------------------------------------------------------------- ENTER
+
+def test_enter_statuses():
+    env, c = _env()
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'alice'), ['NO_SALE', 0])
+    end = _draw_sale(c, 'd:{e}', 5, 600, 'LIMIT', 3)
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'alice', 'QTY', 2, 'REQID', 'order-a'), ['ENTERED', 1])
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'bob'), ['ENTERED', 2])
+    # Idempotent per user: the first entry stands, whatever the retry asks.
+    before = digest(c)
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'alice', 'QTY', 3), ['ALREADY_ENTERED', 2])
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'bob', 'REQID', 'order-b'), ['ALREADY_ENTERED', 2])
+    env.assertEqual(digest(c), before)
+    env.assertEqual(_entrants(c, 'd:{e}'), [('alice', 2, 'entered'), ('bob', 1, 'entered')])
+
+    # The window, by the server's clock.
+    c.execute_command('SECKILL.INIT', 'd:{later}', 5, 'START', server_ms(c) + 60000, 'END', server_ms(c) + 120000,
+                      'DRAW')
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{later}', 'alice'), ['NOT_STARTED', 0])
+    c.execute_command('SECKILL.INIT', 'd:{over}', 5, 'START', 1, 'END', server_ms(c) - 1, 'DRAW')
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{over}', 'alice'), ['ENDED', 0])
+
+    # After END, before the draw: ENDED (an entrant's retry is still recognised).
+    _after(c, end)
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'carol'), ['ENDED', 2])
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'alice'), ['ALREADY_ENTERED', 2])
+    # Once the draw has begun, entries are closed.
+    c.execute_command('SECKILL.DRAW', 'd:{e}', 'COUNT', 1)
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'carol'), ['DRAWN', 2])
+    env.assertEqual(c.execute_command('SECKILL.ENTER', 'd:{e}', 'bob'), ['ALREADY_ENTERED', 2])
+
+
+def test_enter_bad_arguments_change_nothing():
+    env, c = _env()
+    _draw_sale(c, 'd:{b}', 5, 60000, 'LIMIT', 2)
+    c.execute_command('SECKILL.ENTER', 'd:{b}', 'alice', 'REQID', 'taken')
+    c.execute_command('SECKILL.INIT', 'plain:{b}', 5)
+    cases = [
+        (['SECKILL.ENTER', 'd:{b}'], 'wrong number of arguments'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY', 3], "QTY is above the sale's LIMIT"),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY', 0], 'QTY'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY', -1], 'QTY'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY', 'x'], 'QTY'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY'], 'QTY'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'QTY', 1, 'QTY', 1], 'given twice'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'REQID', ''], 'REQID'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'REQID', 'r' * 257], 'REQID'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'REQID', 'taken'], "REQID is already another entrant's"),
+        (['SECKILL.ENTER', 'd:{b}', '', 'QTY', 1], 'user'),
+        (['SECKILL.ENTER', 'd:{b}', 'u' * 257], 'user'),
+        (['SECKILL.ENTER', 'd:{b}', 'bob', 'FOO'], 'unknown option'),
+        (['SECKILL.ENTER', 'plain:{b}', 'bob'], 'not a draw sale'),
+    ]
+    for args, text in cases:
+        _refused(env, c, args, text)
+    c.execute_command('SET', 'str:{b}', 'x')
+    _refused(env, c, ['SECKILL.ENTER', 'str:{b}', 'bob'], 'WRONGTYPE')
+    env.assertEqual(_entrants(c, 'd:{b}'), [('alice', 1, 'entered')])
+
+
+# --------------------------------------------------------------------- DRAW
+
+def test_draw_bad_arguments_change_nothing():
+    env, c = _env()
+    _draw_sale(c, 'd:{x}', 5, 60000)
+    c.execute_command('SECKILL.ENTER', 'd:{x}', 'alice')
+    c.execute_command('SECKILL.INIT', 'plain:{x}', 5)
+    for args, text in [
+        (['SECKILL.DRAW', 'd:{x}'], 'registration is open until END'),
+        (['SECKILL.DRAW', 'd:{missing}'], 'no such sale'),
+        (['SECKILL.DRAW', 'plain:{x}'], 'not a draw sale'),
+        (['SECKILL.DRAW'], 'wrong number of arguments'),
+        (['SECKILL.DRAW', 'd:{x}', 'COUNT', 0], 'COUNT'),
+        (['SECKILL.DRAW', 'd:{x}', 'COUNT', 10001], 'COUNT'),
+        (['SECKILL.DRAW', 'd:{x}', 'COUNT', 'many'], 'COUNT'),
+        (['SECKILL.DRAW', 'd:{x}', 'COUNT'], 'COUNT'),
+        (['SECKILL.DRAW', 'd:{x}', 'LIMIT', 1], 'unknown option'),
+        (['SECKILL.ENTRANTS', 'plain:{x}', 0], 'not a draw sale'),
+        (['SECKILL.ENTRANTS', 'd:{x}'], 'wrong number of arguments'),
+        (['SECKILL.ENTRANTS', 'd:{x}', 'x'], 'cursor'),
+        (['SECKILL.ENTRANTS', 'd:{x}', 0, 'COUNT', 0], 'COUNT'),
+        (['SECKILL.ENTRANTS', 'd:{x}', 0, 'COUNT', 1001], 'COUNT'),
+    ]:
+        _refused(env, c, args, text)
+    env.assertEqual(c.execute_command('SECKILL.ENTRANTS', 'd:{missing}', 0), [0, []])
+    env.assertIsNone(info(c, 'd:{x}')['seed'])
+
+
+def test_draw_in_bounded_calls_follows_the_seed():
+    env, c = _env()
+    skey = 'd:{o}:events'
+    end = _draw_sale(c, 'd:{o}', 10, 500, 'HOLD', 60000, 'STREAM', skey)
+    users = ['user-%03d' % i for i in range(50)]
+    for n, u in enumerate(users, 1):
+        args = ['SECKILL.ENTER', 'd:{o}', u] + (['REQID', 'order-' + u] if n % 2 else [])
+        env.assertEqual(c.execute_command(*args), ['ENTERED', n])
+    commitment = info(c, 'd:{o}')['seed_commitment']
+    _after(c, end)
+
+    replies = _draw_all(c, 'd:{o}', count=3)
+    env.assertEqual(replies, [(3, 7, 47), (3, 4, 44), (3, 1, 41), (1, 0, 0)])
+    r = _draw_info(env, c, 'd:{o}')
+    seed = r['seed']
+    env.assertEqual(hashlib.sha256(bytes.fromhex(seed)).hexdigest(), commitment)
+    env.assertEqual((r['entrants'], r['drawn'], r['left_to_draw'], r['waitlist'], r['draw_stock']),
+                    (50, 10, 0, 40, 10))
+    env.assertEqual((r['remaining'], r['pending'], r['buyers'], r['reservations']), (0, 10, 10, 10))
+
+    winners = _expected_winners(seed, [(u, 1) for u in users], 10)
+    won = [u for u, _, result in _entrants(c, 'd:{o}') if result == 'drawn']
+    env.assertEqual(sorted(won), sorted(u for u, _ in winners))
+    # The stream has the winners in draw order, marked as drawn; a REQID is the reservation id.
+    entries = _stream(c, skey)
+    env.assertEqual([(e['event'], e['user'], e['qty'], e['via']) for e in entries],
+                    [('reserved', u, '1', 'draw') for u, _ in winners])
+    for e in entries:
+        n = users.index(e['user']) + 1
+        if n % 2:
+            env.assertEqual(e['rid'], 'order-' + e['user'])
+        g = as_dict(c.execute_command('SECKILL.GET', 'd:{o}', e['rid']))
+        env.assertEqual((g['user'], g['state'], int(g['deadline_ms']) - int(g['created_ms'])),
+                        (e['user'], 'pending', 60000))
+
+    # A finished draw: DRAW again changes nothing.
+    before = digest(c)
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{o}'), [0, 0, 0])
+    env.assertEqual(digest(c), before)
+
+
+def test_winners_are_taken_while_their_qty_fits():
+    env, c = _env()
+    end = _draw_sale(c, 'd:{q}', 7, 400, 'LIMIT', 4)
+    entrants = [('u%02d' % i, 1 + i % 4) for i in range(30)]
+    for u, q in entrants:
+        c.execute_command('SECKILL.ENTER', 'd:{q}', u, 'QTY', q)
+    _after(c, end)
+    _draw_all(c, 'd:{q}', count=1)
+    r = _draw_info(env, c, 'd:{q}')
+    winners = _expected_winners(r['seed'], entrants, 7)
+    got = [(u, q) for u, q, result in _entrants(c, 'd:{q}') if result == 'drawn']
+    env.assertEqual(sorted(got), sorted(winners))
+    env.assertEqual(r['pending'], sum(q for _, q in winners))
+    env.assertEqual(r['drawn'], len(winners))
+    env.assertEqual(r['waitlist'], 30 - len(winners))
+
+
+def test_interrupted_draw_is_finished_by_another_client():
+    env, c = _env()
+    end = _draw_sale(c, 'd:{i}', 40, 400)
+    users = ['p%d' % i for i in range(200)]
+    for u in users:
+        c.execute_command('SECKILL.ENTER', 'd:{i}', u)
+    _after(c, end)
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{i}', 'COUNT', 7), [7, 33, 193])
+    c.close()  # the drawing client dies between two calls
+    c2 = env.getConnection()
+    _draw_all(c2, 'd:{i}', count=5)
+    r = _draw_info(env, c2, 'd:{i}')
+    winners = _expected_winners(r['seed'], [(u, 1) for u in users], 40)
+    env.assertEqual(sorted(u for u, _, res in _entrants(c2, 'd:{i}') if res == 'drawn'),
+                    sorted(u for u, _ in winners))
+
+
+def test_entrants_pages_in_arrival_order():
+    env, c = _env()
+    _draw_sale(c, 'd:{p}', 5, 60000, 'LIMIT', 3)
+    users = ['e%04d' % (997 * i % 1000) for i in range(250)]
+    for i, u in enumerate(users):
+        c.execute_command('SECKILL.ENTER', 'd:{p}', u, 'QTY', 1 + i % 3)
+    pages = []
+    cursor = 0
+    while True:
+        cursor, flat = c.execute_command('SECKILL.ENTRANTS', 'd:{p}', cursor, 'COUNT', 100)
+        pages.append(len(flat) // 3)
+        if str(cursor) == '0':
+            break
+    env.assertEqual(pages, [100, 100, 50])
+    env.assertEqual(_entrants(c, 'd:{p}', count=7), [(u, 1 + i % 3, 'entered') for i, u in enumerate(users)])
+    # The default page is 100.
+    _, flat = c.execute_command('SECKILL.ENTRANTS', 'd:{p}', 0)
+    env.assertEqual(len(flat), 300)
+
+
+# ----------------------------------------------------------------- waitlist
+
+def _sold_draw(env, c, key, stock, n, skey=None, hold=60000):
+    opts = ['HOLD', hold] + (['STREAM', skey] if skey else [])
+    end = _draw_sale(c, key, stock, 400, *opts)
+    users = ['w%02d' % i for i in range(n)]
+    for u in users:
+        c.execute_command('SECKILL.ENTER', key, u, 'REQID', 'rid-' + u)
+    _after(c, end)
+    _draw_all(c, key)
+    seed = info(c, key)['seed']
+    order = sorted(users, key=lambda u: _draw_key(seed, u))
+    return order
+
+
+def test_waitlist_takes_released_units_in_draw_order():
+    env, c = _env()
+    skey = 'd:{w}:ev'
+    order = _sold_draw(env, c, 'd:{w}', 3, 6, skey)
+    # The first three in draw order won; a RELEASE promotes the fourth.
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 'd:{w}', 'rid-' + order[1]), ['RELEASED', 0])
+    results = {u: res for u, _, res in _entrants(c, 'd:{w}')}
+    env.assertEqual([results[u] for u in order], ['drawn', 'drawn', 'drawn', 'promoted', 'entered', 'entered'])
+    g = as_dict(c.execute_command('SECKILL.GET', 'd:{w}', 'rid-' + order[3]))
+    env.assertEqual((g['user'], g['state']), (order[3], 'pending'))
+    last = _stream(c, skey)[-2:]
+    env.assertEqual([(e['event'], e['user']) for e in last], [('released', order[1]), ('reserved', order[3])])
+    env.assertEqual(last[1]['via'], 'waitlist')
+    r = _draw_info(env, c, 'd:{w}')
+    env.assertEqual((r['drawn'], r['waitlist'], r['remaining'], r['pending']), (4, 2, 0, 3))
+
+    # A confirmed winner keeps its unit; releasing the rest drains the waitlist, then stock stays.
+    c.execute_command('SECKILL.CONFIRM', 'd:{w}', 'rid-' + order[0])
+    for u in (order[2], order[3]):
+        c.execute_command('SECKILL.RELEASE', 'd:{w}', 'rid-' + u)
+    r = _draw_info(env, c, 'd:{w}')
+    env.assertEqual((r['drawn'], r['waitlist'], r['remaining'], r['pending'], r['confirmed']), (6, 0, 0, 2, 1))
+    for u in (order[4], order[5]):
+        env.assertEqual(c.execute_command('SECKILL.RELEASE', 'd:{w}', 'rid-' + u), ['RELEASED', 1 + (u == order[5])])
+    r = _draw_info(env, c, 'd:{w}')
+    env.assertEqual((r['waitlist'], r['remaining'], r['pending'], r['confirmed']), (0, 2, 0, 1))
+    # A loser's retry of ENTER is recognised, and RESERVE stays refused.
+    env.assertEqual(reserve(c, 'd:{w}', 'latecomer'), ['DRAW', None, 2])
+
+
+def test_waitlist_through_hold_expiry():
+    env, c = _env()
+    order = _sold_draw(env, c, 'd:{h}', 2, 5, hold=300)
+    # Every hold runs out: each expiry promotes the next entrant, until the waitlist is empty.
+    def drained():
+        r = info(c, 'd:{h}')
+        return r['waitlist'] == 0 and r['pending'] == 0 and r
+    r = wait_for(drained, timeout=15, interval=0.05)
+    env.assertTrue(r, message='the waitlist did not drain through expiry: %r' % (info(c, 'd:{h}'),))
+    r = _draw_info(env, c, 'd:{h}')
+    env.assertEqual((r['drawn'], r['remaining'], r['expired']), (5, 2, 5))
+    results = {u: res for u, _, res in _entrants(c, 'd:{h}')}
+    env.assertEqual([results[u] for u in order], ['drawn', 'drawn', 'promoted', 'promoted', 'promoted'])
+
+
+def test_waitlist_through_reconcile():
+    env, c = _env()
+    order = _sold_draw(env, c, 'd:{c}', 2, 4, hold=200)
+    time.sleep(0.3)
+    # RECONCILE EXPIRE releases the two expired winners (unless the timer was
+    # first); either way their units go to the next two in draw order.
+    rep = as_dict(c.execute_command('SECKILL.RECONCILE', 'd:{c}', 'EXPIRE'))
+    env.assertEqual(rep['pending'] + rep['remaining'] + rep['confirmed'], rep['total'])
+    results = {u: res for u, _, res in _entrants(c, 'd:{c}')}
+    env.assertEqual([results[u] for u in order], ['drawn', 'drawn', 'promoted', 'promoted'])
+    # Once those holds ran out too, the ledger says the first winner paid:
+    # APPLY takes its unit back from the stock the waitlist left.
+    env.assertTrue(wait_for(lambda: info(c, 'd:{c}')['pending'] == 0, timeout=10))
+    rid = 'rid-' + order[0]
+    rep = as_dict(c.execute_command('SECKILL.RECONCILE', 'd:{c}', 'ORDERS', 1, rid, order[0], 1, 'APPLY'))
+    env.assertEqual(rep['invariant'], 'ok')
+    env.assertEqual(as_dict(c.execute_command('SECKILL.GET', 'd:{c}', rid))['state'], 'confirmed')
+
+
+# -------------------------------------------------------------- persistence
+
+def _mid_draw_state(c, key, skey):
+    """Entrants, a partial draw, a finished one and a waitlist promotion."""
+    end = _draw_sale(c, key, 20, 400, 'LIMIT', 2, 'HOLD', 600000, 'STREAM', skey)
+    for i in range(120):
+        c.execute_command('SECKILL.ENTER', key, 'm%03d' % i, 'QTY', 1 + i % 2, *(['REQID', 'q%d' % i] if i % 3 else []))
+    _after(c, end)
+    c.execute_command('SECKILL.DRAW', key, 'COUNT', 4)
+    _draw_all(c, key, count=5)
+    rid = c.execute_command('XRANGE', skey, '-', '+', 'COUNT', 1)[0][1]['rid']
+    c.execute_command('SECKILL.RELEASE', key, rid)
+
+
+def test_replica_and_reloads_are_digest_equal():
+    env, c = _env(useSlaves=True)
+    _mid_draw_state(c, 'd:{s}', 'd:{s}:ev')
+    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    replica = env.getSlaveConnection()
+    env.assertEqual(digest(replica), digest(c))
+    env.assertEqual(replica.execute_command('SECKILL.INFO', 'd:{s}'), c.execute_command('SECKILL.INFO', 'd:{s}'))
+    env.assertEqual(_entrants(replica, 'd:{s}'), _entrants(c, 'd:{s}'))
+
+    before, report = digest(c), c.execute_command('SECKILL.INFO', 'd:{s}')
+    env.dumpAndReload(restart=True)
+    c = env.getConnection()
+    env.assertEqual((digest(c), c.execute_command('SECKILL.INFO', 'd:{s}')), (before, report))
+
+    # DUMP and RESTORE of every key of the sale.
+    keys = sorted(c.keys('*{s}*'))
+    dumps = {k: c.dump(k) for k in keys}
+    c.delete(*keys)
+    for k, payload in dumps.items():
+        c.restore(k, 0, payload)
+    env.assertEqual(digest(c), before)
+    # The restored sale keeps drawing and promoting as before.
+    st, _ = c.execute_command('SECKILL.ENTER', 'd:{s}', 'late')
+    env.assertEqual(st, 'DRAWN')
+
+
+def _aof(rewrite, preamble):
+    env, c = _env(useAof=True, useRdbPreamble=preamble)
+    _mid_draw_state(c, 'd:{a}', 'd:{a}:ev')
+    before, report = digest(c), c.execute_command('SECKILL.INFO', 'd:{a}')
+    restart_from_aof(env, rewrite)
+    c = env.getConnection()
+    env.assertEqual(digest(c), before)
+    env.assertEqual(c.execute_command('SECKILL.INFO', 'd:{a}'), report)
+
+
+def test_aof_replay():
+    _aof(rewrite=False, preamble=False)
+
+
+def test_aof_rewrite_without_rdb_preamble():
+    _aof(rewrite=True, preamble=False)
+
+
+def test_aof_rewrite_with_rdb_preamble():
+    _aof(rewrite=True, preamble=True)
+
+
+# ----------------------------------------------------------------- fairness
+
+def test_every_entrant_wins_as_often_as_k_over_n():
+    """2,000 draws with different seeds, 10 entrants, 3 units: each entrant's
+    win count must be consistent with 3/10 (chi-square, 9 degrees of
+    freedom, p > 0.001). This checks the order's statistics, not timing."""
+    env, c = _env()
+    draws, n, k = 2000, 10, 3
+    end = server_ms(c) + 6000
+    p = c.pipeline(transaction=False)
+    for d in range(draws):
+        p.execute_command('SECKILL.INIT', 'f:{%d}' % d, k, 'END', end, 'DRAW')
+        for u in range(n):
+            p.execute_command('SECKILL.ENTER', 'f:{%d}' % d, 'u%d' % u)
+    replies = p.execute()
+    env.assertEqual(sum(1 for r in replies if isinstance(r, list) and r[0] == 'ENTERED'), draws * n)
+    _after(c, end)
+    p = c.pipeline(transaction=False)
+    for d in range(draws):
+        p.execute_command('SECKILL.DRAW', 'f:{%d}' % d)
+    env.assertEqual(set(map(tuple, p.execute())), {(k, 0, 0)})
+
+    wins, seeds = [0] * n, set()
+    for d in range(draws):
+        seeds.add(info(c, 'f:{%d}' % d)['seed'])
+        for u, _, res in _entrants(c, 'f:{%d}' % d):
+            if res == 'drawn':
+                wins[int(u[1:])] += 1
+    env.assertEqual(len(seeds), draws, message='seeds repeat')
+    env.assertEqual(sum(wins), draws * k)
+    expected = draws * k / n
+    chi2 = sum((w - expected) ** 2 / expected for w in wins)
+    env.assertLess(chi2, CHI2_9_P001, message='win counts %r (chi-square %.2f)' % (wins, chi2))
