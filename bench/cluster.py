@@ -17,6 +17,22 @@ ledger (every RESERVED answer, reconciled per part), and the time from the
 first empty home part to the last unit sold. Then a measured single-node
 RESERVE rate (redis-benchmark on one plain sale) and a projection for
 P = 1, 2, 4, 8, 16 from it and the measured shares and overheads.
+
+Then the sold-out phase (issue 18), without and with the local sold-out
+flag, paired in the same run on the same sold-out sale: --so-rounds rounds,
+each one phase of --so-seconds without the flag and one with it (the order
+alternates; both phases of a round RELEASE as many units at the same
+times), from --so-procs processes of --so-threads threads that call with no
+pause, each process holding a SplitSale without the flag and one with a
+SoldOutCache (lapse --lapse-ms), `notify-keyspace-events Kd` on the
+masters. During each phase the bench RELEASEs --so-restocks times 1-3 units
+of the ledger at random times, the last one at least --so-tail seconds
+(more than the lapse) before the phase ends. Figures: answers/s after the
+sell-out (client side), the share of SOLD_OUT answers that reached Redis,
+snapshot rounds and SECKILL.* calls per SOLD_OUT answer, the worst and
+median delay from a RELEASE to the first RESERVED after it, the units
+restocked, won and left unsold at each phase's end, and the sold-out
+projection vs P with the method above.
 """
 
 import argparse
@@ -26,6 +42,7 @@ import multiprocessing
 import os
 import random
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -36,9 +53,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python', 'tests'))
 
-from seckill import SplitSale  # noqa: E402
+from seckill import SoldOutCache, SplitSale  # noqa: E402
 from seckill._servers import RedisServer  # noqa: E402
-from test_split_cluster import Cluster  # noqa: E402  (the test suite's cluster fixture)
+from clusters import Cluster  # noqa: E402  (the test suite's cluster, without test_split_cluster's import-time probe)
 
 PATHS = ('refill', 'borrow', 'state', 'repair')
 SECKILL_CMDS = ('seckill.reserve', 'seckill.send', 'seckill.recv', 'seckill.info')
@@ -84,6 +101,214 @@ def worker(port, name, counter, demand, threads, seed, out_q):
     out_q.put({'events': events, 'ledger': ledger, 'errors': errors[:5], 'nerrors': len(errors),
                'stats': dict(sale.stats), 'first_empty': sale.first_empty})
     rc.close()
+
+
+# ---------------------------------------------------------------- the sold-out phase (issue 18)
+
+SO_MODES = ('off', 'flag')
+
+
+def so_worker(port, name, idx, threads, lapse_ms, phase, cmd_q, out_q):
+    """One application server after the sell-out: its own cluster client, a
+    SplitSale without the flag and one with its own SoldOutCache. For each
+    command (k, mode) its threads call RESERVE for new random users, with no
+    pause, while the shared phase number is k; then it reports that phase."""
+    from redis.cluster import RedisCluster
+    rc = RedisCluster(host='127.0.0.1', port=port, decode_responses=True, socket_timeout=30)
+    cache = SoldOutCache(lapse_ms=lapse_ms)
+    sales = {'off': SplitSale(rc, name), 'flag': SplitSale(rc, name, local_soldout=cache)}
+    for sale in sales.values():
+        sale.layout()                               # the flagged one's keys get watched
+    out_q.put(('ready', idx))
+    while True:
+        cmd = cmd_q.get()
+        if cmd is None:
+            break
+        k, mode = cmd
+        sale = sales[mode]
+        st0, c0 = collections.Counter(sale.stats), collections.Counter(cache.stats)
+        lock = threading.Lock()
+        counts, wins, errors = collections.Counter(), [], []
+
+        def run(n, k=k, sale=sale, lock=lock, counts=counts, wins=wins, errors=errors):
+            rng = random.Random('%d/%d/%d' % (idx, k, n))
+            mine = collections.Counter()
+            i = 0
+            while phase.value == k:
+                i += 1
+                user = 'z%d-%d-%d-%d-%x' % (k, idx, n, i, rng.getrandbits(32))
+                try:
+                    status, _rid = sale.reserve(user)
+                except Exception as exc:
+                    with lock:
+                        errors.append(repr(exc))
+                    time.sleep(0.01)
+                    continue
+                mine[status] += 1
+                if status == 'RESERVED':
+                    t1 = time.time()
+                    with lock:
+                        wins.append(t1)
+            with lock:
+                counts.update(mine)
+
+        ts = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        st = collections.Counter(sale.stats)
+        st.subtract(st0)
+        cs = collections.Counter(cache.stats)
+        cs.subtract(c0)
+        out_q.put(('phase', idx, k, {'counts': dict(counts), 'wins': wins, 'errors': errors[:3],
+                                     'nerrors': len(errors), 'stats': dict(+st),
+                                     'cache': dict(+cs) if mode == 'flag' else {}}))
+    cache.close()
+    rc.close()
+
+
+def so_schedule(args, rnd):
+    """One round's restocks: (seconds into the phase, units), the same for
+    both phases of the round."""
+    rng = random.Random('restocks/%d' % rnd)
+    lo, hi = 0.5, args.so_seconds - args.so_tail
+    times = sorted(rng.uniform(lo, hi) for _ in range(args.so_restocks))
+    return [(t, rng.randint(1, 3)) for t in times]
+
+
+def so_phase(args, cl, sale, k, mode, schedule, held, phase, cmd_qs, out_q):
+    """One phase: start the workers' threads, RELEASE on schedule, stop;
+    the phase's figures."""
+    before = commandstats(cl)
+    t_go = time.time()
+    phase.value = k
+    for q_ in cmd_qs:
+        q_.put((k, mode))
+    restocks = []
+    for at, units in schedule:
+        time.sleep(max(0.0, t_go + at - time.time()))
+        batch = [held.pop() for _ in range(units)]
+        t = time.time()
+        for rid, user, _q in batch:
+            status = sale.release(user, rid)
+            if status != 'RELEASED':
+                raise RuntimeError('RELEASE of %s answered %s' % (rid, status))
+        restocks.append((t, units))
+    time.sleep(max(0.0, t_go + args.so_seconds - time.time()))
+    phase.value = -1
+    t_stop = time.time()
+    parts = []
+    while len(parts) < len(cmd_qs):
+        msg = out_q.get(timeout=120)
+        if msg[0] == 'phase' and msg[2] == k:
+            parts.append(msg[3])
+    after = commandstats(cl)
+    info = sale.info()
+    counts, stats, cache = collections.Counter(), collections.Counter(), collections.Counter()
+    wins = []
+    for r in parts:
+        counts.update(r['counts'])
+        stats.update(r['stats'])
+        cache.update(r['cache'])
+        wins.extend(r['wins'])
+    wins.sort()
+    delays = []
+    for t, _units in restocks:
+        first = next((w for w in wins if w >= t), None)
+        delays.append(None if first is None else first - t)
+    calls = collections.Counter()
+    for port in after:
+        for c in SECKILL_CMDS:
+            calls[c] += after[port][c] - before[port][c]
+    return {
+        'round': k // 2, 'phase': k, 'mode': mode, 'seconds': round(t_stop - t_go, 3),
+        'statuses': dict(counts), 'answers': sum(counts.values()),
+        'sold_out': counts['SOLD_OUT'], 'reserved': counts['RESERVED'],
+        'local': stats['sold_out_local'], 'probes': cache['probes'],
+        'state_rounds_sold_out': stats['rt_state_sold_out'], 'state_rounds_all': stats['rt_state'] + stats['rt_state_sold_out'],
+        'server_calls': dict(calls), 'restocks': [(round(t - t_go, 3), u) for t, u in restocks],
+        'units_restocked': sum(u for _t, u in restocks),
+        'delays_ms': [None if d is None else round(1000 * d, 1) for d in delays],
+        'unsold_at_end': info['remaining'] + info['in_flight'], 'invariant': info['invariant'],
+        'client_errors': sum(r['nerrors'] for r in parts),
+        'error_samples': [e for r in parts for e in r['errors']][:3],
+        'cache': dict(cache),
+    }
+
+
+def soldout_phase(args, cl, rc, name, ledger):
+    """The sold-out phase without and with the local flag, paired: rounds of
+    one phase each, the order alternating, the same restocks in both."""
+    for n in cl.masters:
+        n.client().config_set('notify-keyspace-events', 'Kd')
+    sale = SplitSale(rc, name)
+    held = list(ledger)
+    random.Random(7).shuffle(held)
+    phase = multiprocessing.RawValue('l', -1)
+    out_q = multiprocessing.Queue()
+    cmd_qs = [multiprocessing.Queue() for _ in range(args.so_procs)]
+    procs = [multiprocessing.Process(target=so_worker, args=(cl.masters[0].port, name, i, args.so_threads,
+                                                             args.lapse_ms, phase, cmd_qs[i], out_q))
+             for i in range(args.so_procs)]
+    for p in procs:
+        p.start()
+    phases = []
+    try:
+        for _ in procs:
+            msg = out_q.get(timeout=120)
+            assert msg[0] == 'ready', msg
+        time.sleep(1.0)                             # the flagged sales' subscriptions made
+        k = 0
+        for rnd in range(args.so_rounds):
+            schedule = so_schedule(args, rnd)
+            order = SO_MODES if rnd % 2 == 0 else SO_MODES[::-1]
+            for mode in order:
+                phases.append(so_phase(args, cl, sale, k, mode, schedule, held, phase, cmd_qs, out_q))
+                print('sold-out phase %d (%s): %s' % (k, mode, json.dumps({x: phases[-1][x] for x in (
+                    'answers', 'sold_out', 'local', 'reserved', 'units_restocked', 'delays_ms',
+                    'unsold_at_end')})), file=sys.stderr)
+                k += 1
+    finally:
+        for q_ in cmd_qs:
+            q_.put(None)
+        for p in procs:
+            p.join(60)
+    out = {'rounds': args.so_rounds, 'seconds': args.so_seconds, 'procs': args.so_procs,
+           'threads': args.so_threads, 'lapse_ms': args.lapse_ms, 'tail': args.so_tail, 'restocks_per_phase': args.so_restocks,
+           'phases': phases}
+    for mode in SO_MODES:
+        ph = [x for x in phases if x['mode'] == mode]
+        calls = collections.Counter()
+        for x in ph:
+            calls.update(x['server_calls'])
+        sold_out = sum(x['sold_out'] for x in ph)
+        local = sum(x['local'] for x in ph)
+        delays = [d for x in ph for d in x['delays_ms']]
+        measured = sorted(d for d in delays if d is not None)
+        won = sum(x['reserved'] for x in ph)
+        restocked = sum(x['units_restocked'] for x in ph)
+        out[mode] = {
+            'seconds': sum(x['seconds'] for x in ph), 'answers': sum(x['answers'] for x in ph),
+            'answers_per_s': sum(x['answers'] for x in ph) / sum(x['seconds'] for x in ph),
+            'sold_out': sold_out, 'local': local, 'reached': sold_out - local,
+            'reached_share': (sold_out - local) / max(1, sold_out),
+            'f': sum(x['state_rounds_sold_out'] for x in ph) / max(1, sold_out),
+            'server_calls': dict(calls),
+            'server_calls_per_sold_out': (sum(calls.values()) - won) / max(1, sold_out),
+            'server_calls_per_s': sum(calls.values()) / sum(x['seconds'] for x in ph),
+            'info_calls': calls['seckill.info'],
+            'restocks': len(delays), 'units_restocked': restocked, 'units_won': won,
+            'oversold': max(0, won - restocked),
+            'unsold_at_phase_ends': sum(x['unsold_at_end'] for x in ph),
+            'restocks_never_sold': sum(1 for d in delays if d is None),
+            'delay_worst_ms': max(measured) if measured else None,
+            'delay_median_ms': statistics.median(measured) if measured else None,
+            'client_errors': sum(x['client_errors'] for x in ph),
+            'probes': sum(x['probes'] for x in ph),
+            'cache': dict(sum((collections.Counter(x['cache']) for x in ph), collections.Counter())),
+        }
+    return out
 
 
 def commandstats(cluster):
@@ -182,6 +407,8 @@ def run(args):
             'seckill_calls_total': sum(all_calls.values()),
             'info_calls_total': sum(c['seckill.info'] for c in calls.values()),
         }
+        if args.so_rounds > 0:
+            fig['soldout'] = soldout_phase(args, cl, rc, name, ledger)
         rc.close()
     finally:
         cl.stop()
@@ -215,6 +442,27 @@ def projection(fig):
     return rows
 
 
+def so_projection(fig):
+    """The sold-out phase of projection() with the paired phases' figures:
+    answers/s the busiest node allows when a share g of the SOLD_OUT answers
+    reaches Redis (one RESERVE on its home node, busiest share k/P) and f
+    snapshot rounds (one INFO on every node) are paid per answer:
+    r1 / (g * k/P + f). Without the flag g = 1, which is projection()'s
+    r1 / (k/P + f). P = 1 is one plain sale (k/P = 1, no snapshot): r1 / g."""
+    so = fig['soldout']
+    k = fig['busiest_reserve_share'] * fig['parts']
+    rows = []
+    for rate_name in ('single_node_rate', 'single_node_rate_pipelined'):
+        r1 = fig[rate_name]
+        for P in (1, 2, 4, 8, 16):
+            row = [rate_name, P]
+            for mode in SO_MODES:
+                g, f = so[mode]['reached_share'], so[mode]['f']
+                row.append(r1 / max(g, 1e-9) if P == 1 else r1 / (g * min(1.0, k / P) + f))
+            rows.append(tuple(row))
+    return rows
+
+
 def report(fig, path):
     P = fig['parts']
     target_share = 1 / P + 0.05
@@ -228,6 +476,9 @@ def report(fig, path):
         '2-core machine (servers and clients share it: the rates below are not the figures; '
         'the shares and overheads are).' % (fig['stock'], fig['demand'], fig['demand'] // fig['stock'],
                                            fig['procs'], fig['threads'], fig['wall_s']),
+        '',
+        'This run: `%s` (`make bench-cluster` runs `bench/cluster.py --module $(MODULE) $(CLUSTER_ARGS)`).'
+        % fig['command'],
         '',
         '| figure | measured | target |',
         '|---|---|---|',
@@ -267,7 +518,8 @@ def report(fig, path):
         'snapshot rounds per SOLD_OUT answer f = %.3f. Assumes CPU-bound nodes, every SECKILL.* call '
         'costing about one RESERVE, clients and network keeping up. Selling phase: r1 / (w(P) * k/P). '
         'Sold-out phase: r1 / (k/P + f) (a snapshot reads every node), which levels off at r1/f: '
-        'after the sell-out, the answers that must prove SOLD_OUT, not the RESERVEs, bound a split sale.'
+        'after the sell-out, the answers that must prove SOLD_OUT, not the RESERVEs, bound a split sale '
+        '(without the local sold-out flag; the next section measures the sold-out phase with and without it).'
         % (fig['single_node_rate'], fig['single_node_rate_pipelined'],
            1 + sum(fig['extra_rt_per_success'].values()) + fig['extra_rt_per_success']['state'] * (P - 1),
            fig['busiest_reserve_share'] * P, fig['extra_rt_per_sold_out']['state']),
@@ -282,10 +534,102 @@ def report(fig, path):
         b = by[('single_node_rate_pipelined', P_)]
         lines.append('| %d | %.0fk/s | %.0fk/s | %.0fk/s | %.0fk/s |'
                      % (P_, a[0] / 1e3, a[1] / 1e3, b[0] / 1e3, b[1] / 1e3))
+    if 'soldout' in fig:
+        lines += [''] + so_report(fig)
     lines += ['', '<details><summary>raw figures</summary>', '', '```json',
               json.dumps(fig, indent=1, sort_keys=True, default=str), '```', '', '</details>', '']
     with open(path, 'w') as fh:
         fh.write('\n'.join(lines))
+
+
+def ratio(v):
+    return '%.2f' % v if v < 100 else '%.0f' % v
+
+
+def so_report(fig):
+    """The section of the sold-out phase, paired without and with the flag."""
+    so = fig['soldout']
+    a, b = so['off'], so['flag']
+
+    def both(fmt, key):
+        return '| %s | %s |' % (fmt(a[key]), fmt(b[key]))
+
+    def delay(x):
+        return '%s / %s ms' % (x['delay_worst_ms'], x['delay_median_ms'])
+
+    def pct(x):
+        return '%.2f%% (%d of %d)' % (100 * x['reached_share'], x['reached'], x['sold_out'])
+
+    lines = [
+        '## The sold-out phase, without and with the local sold-out flag (issue 18)',
+        '',
+        'Paired in the same run, on the sale just sold out: %d rounds, each one phase of %g s without the flag '
+        'and one with it (the order alternates; both phases of a round RELEASE the same number of units at the '
+        'same times), %d client processes x %d threads calling RESERVE for new random users with no pause. Each '
+        'process holds a `SplitSale` without the flag and one with its own `SoldOutCache(lapse_ms=%g)`; '
+        '`notify-keyspace-events Kd` on the masters. Each phase RELEASEs %d times 1-3 units of the ledger at '
+        'random times, the last at least %g s before the phase ends.'
+        % (so['rounds'], so['seconds'], so['procs'], so['threads'], so['lapse_ms'], so['restocks_per_phase'],
+           so['tail']),
+        '',
+        '| figure | without the flag | with the flag |',
+        '|---|---|---|',
+        '| Answers after the sell-out per second (client side; clients and servers share 2 cores) ' +
+        both(lambda v: '%.0f' % v, 'answers_per_s'),
+        '| `SOLD_OUT` answers | %d | %d |' % (a['sold_out'], b['sold_out']),
+        '| `SOLD_OUT` answers that reached Redis (not given by the flag) | %s | %s |' % (pct(a), pct(b)),
+        '| Snapshot rounds per `SOLD_OUT` answer (f) ' + both(lambda v: '%.5f' % v, 'f'),
+        '| SECKILL.* calls per `SOLD_OUT` answer (server side, all nodes, less the successful RESERVEs) ' +
+        both(lambda v: '%.4f' % v, 'server_calls_per_sold_out'),
+        '| SECKILL.* calls per second on the cluster during the phase (server side, all nodes) ' +
+        both(lambda v: '%.0f' % v, 'server_calls_per_s'),
+        '| SECKILL.INFO calls ' + both(lambda v: '%d' % v, 'info_calls'),
+        '| Restocks (units released) | %d (%d) | %d (%d) |'
+        % (a['restocks'], a['units_restocked'], b['restocks'], b['units_restocked']),
+        '| Units won / left unsold at the phase ends / oversold | %d / %d / %d | %d / %d / %d |'
+        % (a['units_won'], a['unsold_at_phase_ends'], a['oversold'],
+           b['units_won'], b['unsold_at_phase_ends'], b['oversold']),
+        '| Worst / median delay from a RELEASE to the first RESERVED after it | %s | %s |' % (delay(a), delay(b)),
+        '| Restocks with no RESERVED after them in their phase | %d | %d |'
+        % (a['restocks_never_sold'], b['restocks_never_sold']),
+        '| Client errors | %d | %d |' % (a['client_errors'], b['client_errors']),
+        '',
+        'Sold-out projection (not a measurement), the method above with the paired phases\' figures: a share g '
+        'of the `SOLD_OUT` answers reaches Redis (one RESERVE on its home node, the busiest taking k/P) and each '
+        'answer pays f snapshot rounds (one INFO on every node): r1 / (g * k/P + f), with g = 1 and f = %.4f '
+        'without the flag (the selling run\'s tail above had f = %.4f), g = %.5f and f = %.5f with it. P = 1 is '
+        'one plain sale, r1 / g (g taken from the split sale). It assumes, as above, that the clients keep up. '
+        'With the flag they may not: the answers are given by the application processes (%.0f answers/s per '
+        'process here, on cores shared with the servers), which the projection does not charge. And with the '
+        'flag g and f are not shares that hold at any rate: what reaches Redis is about one probe per process '
+        'per lapse and the calls right after each restock (%.0f SECKILL.* calls/s on the cluster above, against '
+        '%.0f without the flag), so g and f fall as the answer rate rises; the projected figures say where the '
+        'Redis nodes stop bounding the sold-out phase, not a rate the clients reach.'
+        % (a['f'], fig['extra_rt_per_sold_out']['state'], b['reached_share'], b['f'],
+           b['answers_per_s'] / so['procs'], b['server_calls_per_s'], a['server_calls_per_s']),
+        '',
+        '| P | selling, unpipelined | sold out, no flag | sold out, flag | selling, pipelined | sold out, no flag '
+        '| sold out, flag |',
+        '|---|---|---|---|---|---|---|',
+    ]
+    sell = {(n, P_): s for n, P_, s, _ in projection(fig)}
+    so_rows = {(n, P_): (x, y) for n, P_, x, y in so_projection(fig)}
+
+    def k_(v):
+        return '%.0fk/s' % (v / 1e3) if v < 1e7 else '%.0fM/s' % (v / 1e6)
+    for P_ in (1, 2, 4, 8, 16):
+        u, pl = ('single_node_rate', P_), ('single_node_rate_pipelined', P_)
+        lines.append('| %d | %s | %s | %s | %s | %s | %s |' % (
+            P_, k_(sell[u]), k_(so_rows[u][0]), k_(so_rows[u][1]), k_(sell[pl]), k_(so_rows[pl][0]),
+            k_(so_rows[pl][1])))
+    u2, u16 = so_rows[('single_node_rate', 2)], so_rows[('single_node_rate', 16)]
+    s2, s16 = sell[('single_node_rate', 2)], sell[('single_node_rate', 16)]
+    lines += ['', 'From P = 2 to P = 16 (unpipelined): selling x%.1f, sold out without the flag x%.1f, with the flag '
+              'x%.1f. The sold-out ceiling against the selling one: %s / %s at P = 2 and %s / %s at P = 16 '
+              '(without / with the flag).'
+              % (s16 / s2, u16[0] / u2[0], u16[1] / u2[1], ratio(u2[0] / s2), ratio(u2[1] / s2),
+                 ratio(u16[0] / s16), ratio(u16[1] / s16))]
+    return lines
 
 
 def main():
@@ -296,10 +640,20 @@ def main():
     ap.add_argument('--procs', type=int, default=4)
     ap.add_argument('--threads', type=int, default=4)
     ap.add_argument('--rate-n', type=int, default=200000)
+    ap.add_argument('--so-rounds', type=int, default=4,
+                    help='sold-out phase: rounds of one phase without and one with the flag (0: skip)')
+    ap.add_argument('--so-seconds', type=float, default=5.0, help='sold-out phase: seconds of each phase')
+    ap.add_argument('--so-tail', type=float, default=1.5,
+                    help='sold-out phase: seconds of each phase after its last restock, at least')
+    ap.add_argument('--so-restocks', type=int, default=3, help='sold-out phase: RELEASEs of 1-3 units per phase')
+    ap.add_argument('--so-procs', type=int, default=4)
+    ap.add_argument('--so-threads', type=int, default=4)
+    ap.add_argument('--lapse-ms', type=float, default=500, help='the local flag\'s lapse')
     ap.add_argument('--out', default=os.path.join(HERE, 'reports', 'CLUSTER.md'))
     args = ap.parse_args()
     os.environ['SECKILL_MODULE'] = args.module
     fig = run(args)
+    fig['command'] = ' '.join(['bench/cluster.py'] + sys.argv[1:])
     report(fig, args.out)
     print(open(args.out).read())
 
