@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from seckill import _draw_ops
+from seckill import backend as be
 from seckill import draw as d
 from seckill import protocol as p
 from seckill._io import Call
@@ -47,6 +48,15 @@ def test_args():
     assert p.init_args('k', 10, end_ms=5, draw=True, replace=True)[-2:] == ['DRAW', 'REPLACE']
     with pytest.raises(ValueError, match='end_ms'):
         p.init_args('k', 10, draw=True)
+
+
+def test_functions_backend_translation():
+    # ENTRANTS is read-only (FCALL_RO: replicas and read-only ACLs serve it)
+    assert be.to_functions(d.entrants_args('k', 0, 5)) == \
+        ['FCALL_RO', 'seckill_entrants', 1, 'k', 0, 'COUNT', 5]
+    assert be.to_functions(d.enter_args('k', 'u', 2)) == \
+        ['FCALL', 'seckill_enter', 1, 'k', 'u', 'QTY', 2]
+    assert be.to_functions(d.draw_args('k', 3)) == ['FCALL', 'seckill_draw', 1, 'k', 'COUNT', 3]
 
 
 def test_replies():
