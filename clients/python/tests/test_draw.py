@@ -225,12 +225,13 @@ def test_verify_draw_cli_output(dr, capsys):
     assert out['ok'] and out['status'] == 'ok' and out['winners'] == 2 and out['entrants'] == 5
 
 
-def test_async_enter_draw_verify(dr):
+def test_async_enter_draw_verify(backend_client):
+    dr, backend = backend_client
     port = dr.connection_pool.connection_kwargs['port']
 
     async def run():
         r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
-        sale = AioSale(r, 'sale:{da}')
+        sale = AioSale(r, 'sale:{da}', backend=backend)
         now = await sale.server_ms()
         assert await sale.create(3, end_ms=now + WINDOW_MS, draw=True, replace=True)
         for i in range(9):
@@ -343,3 +344,35 @@ def test_split_draw_proportional(backend_client):
         assert abs(out['closeness']['parts'][k] - stock / sum(counts)) < 1 / counts[i]
     assert out['drawn'] == stock
     assert sale.verify_draw().ok
+
+
+def test_async_split_draw(backend_client):
+    from seckill.aio import SplitSale as AioSplitSale
+    dr, backend = backend_client
+    for k in dr.keys('sale:{ad*'):
+        dr.delete(k)
+    port = dr.connection_pool.connection_kwargs['port']
+    counts = [3, 9, 6]
+
+    async def run():
+        r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
+        sale = AioSplitSale(r, 'ad', backend=backend)
+        end = await AioSale(r, 'x', backend=backend).server_ms() + WINDOW_MS + 300
+        assert await sale.create(6, parts=3, end_ms=end, draw=True)
+        for i, n in enumerate(counts):
+            for u in users_homed(i, 3, n, 'ad'):
+                assert (await sale.enter(u)).status == 'ENTERED'
+        while await AioSale(r, 'x', backend=backend).server_ms() < end:
+            await asyncio.sleep(0.02)
+        out = await sale.draw(count=2)
+        ents = [(k, e) async for k, e in sale.entrants(count=4)]
+        v = await sale.verify_draw()
+        lay = await sale.layout()
+        await r.aclose()
+        return out, ents, v, lay
+
+    out, ents, v, lay = asyncio.run(run())
+    assert out['shares'] == dict(zip(lay.parts, [1, 3, 2])) and out['drawn'] == 6
+    assert len(ents) == sum(counts) and sum(e.result == 'drawn' for _k, e in ents) == 6
+    assert [sum(1 for k, _e in ents if k == p) for p in lay.parts] == counts
+    assert v.ok, v.message
