@@ -54,6 +54,10 @@ NOT_A_DRAW = 'not_a_draw'        # the key is missing or not a draw sale
 UserId = Union[str, bytes]
 
 
+class RegistrationOpen(RuntimeError):
+    """A split sale's draw() before END: nothing was moved or drawn."""
+
+
 class Entered(NamedTuple):
     """SECKILL.ENTER's reply: [status, entrants]."""
     status: str
@@ -432,7 +436,7 @@ def split_closeness(stock: int, weights: Mapping[str, int],
             'max_diff': max((abs(v - glob) for v in parts.values()), default=0.0)}
 
 
-__all__ = ['ENTER_STATUSES', 'ENTERED', 'ALREADY_ENTERED', 'DRAWN', 'RESULTS', 'Entered', 'Drawn',
+__all__ = ['RegistrationOpen', 'ENTER_STATUSES', 'ENTERED', 'ALREADY_ENTERED', 'DRAWN', 'RESULTS', 'Entered', 'Drawn',
            'Entrant', 'DrawInfo', 'Verdict', 'enter_args', 'parse_entered', 'draw_args',
            'parse_drawn', 'entrants_args', 'parse_entrants', 'draw_info', 'draw_key',
            'commitment', 'commitment_ok', 'draw_order', 'simulate', 'winners', 'verify',

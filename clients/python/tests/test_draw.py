@@ -296,6 +296,10 @@ def test_split_draw(backend_client):
         assert sale.enter(u, reqid='o-' + u).status == 'ENTERED'
     assert sale.enter(users[0]).status == 'ALREADY_ENTERED'
     assert sale.reserve(users[1])[0] == 'DRAW'
+    before = sale.info()
+    with pytest.raises(d.RegistrationOpen):
+        sale.draw()
+    assert sale.info()['parts'] == before['parts']      # nothing moved before END
     wait_past(Sale(dr, 'x'), end)
     sale.faults = Faults({'draw_rebalanced': 1})      # dies after the rebalance, before DRAW
     with pytest.raises(Crash):

@@ -196,6 +196,11 @@ class SplitSale(SplitSaleBase):
         first) so that each part holds the sale's stock in proportion to its
         entrants (largest remainder) and the pool none, then DRAWs every
         part until its draw is complete (calls of at most `count` winners).
+        Before END (the server's clock; create() keeps END in the layout
+        hash as `draw_end_ms`) it raises seckill.draw.RegistrationOpen and
+        changes nothing. (A layout rebuilt by recover() lacks that field:
+        then the parts' DRAW refuses before END, after a rebalance that a
+        draw() after END plans again.)
         Once any part has begun drawing, the stock is not moved again, so a
         rerun after an interruption only finishes the draws. Returns
         {moved, transfers, rebalanced, entrants, shares, stock, closeness,

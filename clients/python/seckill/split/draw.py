@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from .. import _draw_ops
+from .. import _draw_ops, _ops
 from .. import draw as d
 from .. import protocol as p
 from .. import split_protocol as sp
-from .._io import Round, Steps
+from .._io import Round, Steps, call
 from .parts import Parts
 from .reserve import MAX_ATTEMPTS
+from .topology import DRAW_END_FIELD
 
 
 class Drawer(Parts):
@@ -49,6 +50,13 @@ class Drawer(Parts):
         infos = yield from self.infos(lay)
         out: Dict[str, Any] = {'moved': 0, 'transfers': 0, 'rebalanced': False}
         if not any(i.started for i in infos.values()):
+            # before END entrants still come: a plan now would weigh too few of them
+            end = yield from call(['HGET', sp.layout_key(lay.name), DRAW_END_FIELD])
+            now = yield from _ops.server_ms()
+            if end is not None and now < int(p.text(end)):
+                raise d.RegistrationOpen('split sale %r: registration is open until END (%d, '
+                                         'the server says %d): draw() runs after it'
+                                         % (lay.name, int(p.text(end)), now))
             out.update((yield from self.rebalance(lay)))
             out['rebalanced'] = True
             self.s.fault('draw_rebalanced')

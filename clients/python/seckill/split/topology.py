@@ -29,6 +29,10 @@ class OrphanKeys(RuntimeError):
                                                     sp.layout_key(name)))
 
 
+DRAW_END_FIELD = 'draw_end_ms'
+"""The layout hash's field for a draw sale's END (INFO does not show it)."""
+
+
 def _hset_args(lkey: str, lay: sp.Layout) -> List[Any]:
     args: List[Any] = ['HSET', lkey]
     for f, v in lay.to_hash().items():
@@ -123,7 +127,10 @@ class Topology:
             for k in old_keys - set(lay.keys):
                 yield from call(['DEL', k])
             yield from call(['DEL', lkey])
-        yield from call(_hset_args(lkey, lay))
+        hset = _hset_args(lkey, lay)
+        if draw and end_ms is not None:     # the draw checks END before it moves stock
+            hset += [DRAW_END_FIELD, int(end_ms)]
+        yield from call(hset)
         if ttl_s:
             yield from call(['EXPIRE', lkey, int(ttl_s)])
         self.s.adopt(lay, lay.initial[0])
