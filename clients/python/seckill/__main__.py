@@ -218,6 +218,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('key', help='the sale key (with --split: the split sale\'s name)')
     s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
     s.add_argument('--split', action='store_true', help='KEY is a split sale: verify every part')
+    s.add_argument('--cluster', action='store_true', help='--redis is a node of a Redis Cluster')
     s.add_argument('--json', action='store_true', help='the verdict as one JSON object')
     s.set_defaults(func=cmd_verify_draw)
     return p
@@ -246,7 +247,11 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
     import redis
     from . import draw as d
     # bytes replies: the draw keys hash exactly the user ids the server holds
-    r = redis.Redis.from_url(a.redis, decode_responses=False, socket_timeout=30)
+    if a.cluster:
+        from redis.cluster import RedisCluster
+        r = RedisCluster.from_url(a.redis, decode_responses=False, socket_timeout=30)
+    else:
+        r = redis.Redis.from_url(a.redis, decode_responses=False, socket_timeout=30)
     try:
         if a.split:
             from .split import SplitSale

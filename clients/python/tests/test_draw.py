@@ -380,3 +380,28 @@ def test_async_split_draw(backend_client):
     assert len(ents) == sum(counts) and sum(e.result == 'drawn' for _k, e in ents) == 6
     assert [sum(1 for k, _e in ents if k == p) for p in lay.parts] == counts
     assert v.ok, v.message
+
+
+def test_split_draw_on_a_cluster(dr, request):
+    """The three-master cluster (conftest): parts on different masters, the
+    rebalance across nodes, verify-draw --cluster --split."""
+    cluster = request.getfixturevalue('cluster')
+    rc = cluster.client()
+    try:
+        sale = SplitSale(rc, 'cd')
+        end = Sale(dr, 'x').server_ms() + WINDOW_MS + 500
+        assert sale.create(30, parts=3, limit=1, end_ms=end, draw=True, replace=True)
+        lay = sale.layout()
+        assert len({sale.node_name(k) for k in lay.parts}) == 3
+        counts = [8, 40, 12]
+        for i, n in enumerate(counts):
+            for u in users_homed(i, 3, n, 'cd'):
+                assert sale.enter(u).status == 'ENTERED'
+        wait_past(Sale(dr, 'x'), end)          # one machine: the nodes share its clock
+        out = sale.draw(count=5)
+        assert out['shares'] == dict(zip(lay.parts, [4, 20, 6])) and out['drawn'] == 30
+        assert sale.verify_draw().ok and sale.info()['invariant'] == 'ok'
+        url = 'redis://127.0.0.1:%d/0' % cluster.masters[0].port
+        assert cli.main(['verify-draw', '--redis', url, '--cluster', '--split', 'cd']) == 0
+    finally:
+        rc.close()
