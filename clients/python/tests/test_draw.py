@@ -134,7 +134,7 @@ def test_reserve_refused_and_enter_statuses(backend_client):
     assert list(Sale(r, 'sale:{none}', backend=backend).entrants()) == []
 
 
-def test_enter_draw_verify(backend_client, tmp_path, monkeypatch):
+def test_enter_draw_verify(backend_client, monkeypatch, capsys):
     r, backend = backend_client
     stock, n = 7, 40
     sale, end = new_draw_sale(r, 'sale:{de}', stock, backend, limit=3, hold_ms=60000,
@@ -201,7 +201,10 @@ def test_enter_draw_verify(backend_client, tmp_path, monkeypatch):
     monkeypatch.setattr(redis.Redis, 'from_url',
                         lambda url, **kw: Tampered(connection_pool=real_from_url(url, **kw)
                                                    .connection_pool))
+    capsys.readouterr()
     assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 1
+    printed = capsys.readouterr().out
+    assert 'MISMATCH' in printed and 'first differing entrant' in printed, printed
     res = Sale(Tampered(connection_pool=r.connection_pool), 'sale:{de}').verify_draw()
     assert res.status == d.MISMATCH and res.mismatches == 2
     assert text_user(res.first['user']) in (expect[0], loser)
