@@ -214,6 +214,25 @@ def text_user(u):
     return u.decode() if isinstance(u, bytes) else u
 
 
+def test_waitlist_promotion_keeps_the_draw_verifiable(backend_client):
+    r, backend = backend_client
+    sale, end = new_draw_sale(r, 'sale:{dw}', 2, backend, hold_ms=60000)
+    for i in range(6):
+        sale.enter('w%d' % i, reqid='ow%d' % i)
+    wait_past(sale, end)
+    assert sale.draw_all() == (2, 0, 0)
+    seed = sale.info()['seed']
+    ents = list(sale.entrants())
+    order, wins = d.simulate(seed, ents, 2)
+    winner = next(e for e, w in zip(order, wins) if w)
+    first_loser = next(e for e, w in zip(order, wins) if not w)
+    assert sale.release('o' + winner.user).status == 'RELEASED'
+    results = {e.user: e.result for e in sale.entrants()}
+    assert results[first_loser.user] == 'promoted'          # the next in draw order
+    assert results[winner.user] == 'drawn'                  # a winner stays a winner of the draw
+    v = sale.verify_draw()
+    assert v.ok and v.winners == 2, v.message
+
 def test_verify_draw_cli_output(dr, capsys):
     sale, end = new_draw_sale(dr, 'sale:{dc}', 2)
     for i in range(5):
