@@ -11,7 +11,10 @@ the pair, the source's sent total before it and the quantity
 (seckill.draw.rebalance_tid), so a retry, a rerun after a crash or a second
 client planning from the same figures moves the units once. Once any part
 has begun its draw (its seed is revealed) the stock is not moved again:
-the rebalance finished before the first DRAW."""
+the rebalance finished before the first DRAW.
+
+Crash points (seckill.faults): `after_send` and `after_recv` around each
+rebalance transfer, `draw_rebalanced` (the stock in place, no DRAW sent)."""
 
 from __future__ import annotations
 
