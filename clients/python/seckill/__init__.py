@@ -5,14 +5,17 @@
 - `SplitSale`: one sale over the masters of a Redis Cluster (seckill.split,
   docs/cluster.md).
 - `seckill.aio`: Sale and SplitSale for redis.asyncio.
+- draw sales (docs/draw-sales.md): `Sale.enter/draw/draw_all/entrants/
+  verify_draw`, `SplitSale.draw`, the plain functions in seckill.draw.
 - `SoldOutCache`: the local sold-out flag (seckill.soldout; `Sale(...,
   local_soldout=True)`), docs/soldout.md.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or
   PostgreSQL), stream worker, payment, reconciler, rebuild.
-- `python -m seckill worker|reconcile|rebuild|init|demo`: the CLI.
+- `python -m seckill worker|reconcile|rebuild|init|demo|verify-draw`: the CLI.
 """
 
-from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DUPLICATE, ENDED, LIMIT,
+from .draw import Drawn, Entered, Entrant, Verdict
+from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DRAW, DUPLICATE, ENDED, LIMIT,
                        NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
                        ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
 from .sale import Sale
@@ -24,5 +27,6 @@ from .split_protocol import StaleRound
 __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'ProtocolError',
            'Event', 'RESERVED', 'DUPLICATE', 'NO_SALE', 'NOT_STARTED', 'ENDED', 'LIMIT',
            'SOLD_OUT', 'RELEASED', 'ALREADY_RELEASED', 'CONFIRMED', 'ALREADY_CONFIRMED',
-           'NOT_FOUND', 'SplitSale', 'StaleRound', 'OrphanKeys', 'RecoverError', 'SoldOutCache']
+           'NOT_FOUND', 'DRAW', 'Entered', 'Drawn', 'Entrant', 'Verdict', 'SplitSale', 'StaleRound',
+           'OrphanKeys', 'RecoverError', 'SoldOutCache']
 __version__ = '0.1.0'

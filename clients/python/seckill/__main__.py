@@ -1,4 +1,4 @@
-"""python -m seckill init|worker|reconcile|rebuild|demo|functions
+"""python -m seckill init|worker|reconcile|rebuild|demo|functions|verify-draw
 
 Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0)
 and --db URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL
@@ -211,6 +211,16 @@ def parser() -> argparse.ArgumentParser:
                    "repository's functions/seckill.lua)")
     s.add_argument('--force', action='store_true', help='load even an older version')
     s.set_defaults(func=cmd_functions)
+
+    s = sub.add_parser('verify-draw', help="check a draw sale's draw: the seed against its "
+                       'commitment, the order SHA-256(seed || user) recomputed from ENTRANTS, '
+                       'the winners compared (docs/draw-sales.md); exit 0 only when verified')
+    s.add_argument('key', help='the sale key (with --split: the split sale\'s name)')
+    s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
+    s.add_argument('--split', action='store_true', help='KEY is a split sale: verify every part')
+    s.add_argument('--cluster', action='store_true', help='--redis is a node of a Redis Cluster')
+    s.add_argument('--json', action='store_true', help='the verdict as one JSON object')
+    s.set_defaults(func=cmd_verify_draw)
     return p
 
 
@@ -228,6 +238,61 @@ def cmd_functions(a: argparse.Namespace) -> int:
         return 2
     print(message)
     return 0
+
+
+def cmd_verify_draw(a: argparse.Namespace) -> int:
+    """Exit 0 only when the draw is verified; 1 for a mismatch or a seed
+    that is not its commitment; 2 when there is nothing to verify yet (no
+    draw sale, not drawn, the draw not complete)."""
+    import redis
+    from . import draw as d
+    # bytes replies: the draw keys hash exactly the user ids the server holds
+    if a.cluster:
+        from redis.cluster import RedisCluster
+        r = RedisCluster.from_url(a.redis, decode_responses=False, socket_timeout=30)
+    else:
+        r = redis.Redis.from_url(a.redis, decode_responses=False, socket_timeout=30)
+    try:
+        if a.split:
+            from .split import SplitSale
+            try:
+                v = SplitSale(r, a.key).verify_draw()
+            except LookupError as exc:
+                v = d.Verdict(d.NOT_A_DRAW, str(exc), key=a.key)
+        else:
+            from .sale import Sale
+            v = Sale(r, a.key).verify_draw()
+    finally:
+        r.close()
+    if a.json:
+        print(json.dumps(v.as_dict(), default=str), flush=True)
+    else:
+        for line in _verdict_lines(v):
+            print(line)
+    if v.ok:
+        return 0
+    return 1 if v.status in (d.MISMATCH, d.BAD_COMMITMENT) else 2
+
+
+def _verdict_lines(v) -> List[str]:
+    from .protocol import text
+    lines = ['%s: %s' % (v.key, v.status.upper().replace('_', ' ')), '  ' + v.message]
+    if v.seed is not None:
+        lines.append('  seed %s' % v.seed)
+    if v.seed_commitment:
+        lines.append('  seed_commitment %s' % v.seed_commitment)
+    if v.draw_stock is not None:
+        lines.append('  draw_stock %d, entrants %d, winners %d' % (v.draw_stock, v.entrants,
+                                                                   v.winners))
+    if v.first:
+        f = v.first
+        lines.append('  first differing entrant: %r (qty %d) at position %d: expected %s, '
+                     'ENTRANTS says %s; draw key %s' % (text(f['user']), f['qty'], f['position'],
+                                                        f['expected'], f['actual'],
+                                                        f['draw_key'].hex()))
+    for part in v.parts:
+        lines += ['  ' + x for x in _verdict_lines(part)]
+    return lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -4,7 +4,7 @@ Functions library functions/seckill.lua ('functions'; docs/managed-redis.md).
 Plain functions, no I/O:
 - `to_functions(args)`: one command as the library takes it
   (`SECKILL.X key args...` -> `FCALL seckill_x 1 key args...`, `FCALL_RO`
-  for INFO and GET); any other command unchanged. The library answers like
+  for INFO, GET and ENTRANTS); any other command unchanged. The library answers like
   the module under RESP2, so the replies parse the same.
 - `choose(module_list, function_list, version)`: the backend from the
   replies of MODULE LIST, FUNCTION LIST LIBRARYNAME seckill and
@@ -28,7 +28,7 @@ FUNCTIONS = 'functions'
 BACKENDS = (MODULE, FUNCTIONS)
 LIBRARY_NAME = 'seckill'
 
-READ_ONLY = frozenset({'INFO', 'GET'})
+READ_ONLY = frozenset({'INFO', 'GET', 'ENTRANTS'})
 """The library's no-writes functions: called with FCALL_RO (ACLs and
 replicas see a read)."""
 
@@ -54,7 +54,7 @@ def _text(v: Any) -> str:
 
 def to_functions(args: Sequence[Any]) -> List[Any]:
     """`SECKILL.X key args...` as `FCALL seckill_x 1 key args...` (`FCALL_RO`
-    for INFO and GET); any other command unchanged."""
+    for INFO, GET and ENTRANTS); any other command unchanged."""
     if not args:
         return list(args)
     name = _text(args[0])

@@ -21,7 +21,8 @@ ENDED = 'ENDED'
 LIMIT = 'LIMIT'
 SOLD_OUT = 'SOLD_OUT'
 RESERVED = 'RESERVED'
-RESERVE_STATUSES = (NO_SALE, DUPLICATE, NOT_STARTED, ENDED, LIMIT, SOLD_OUT, RESERVED)
+DRAW = 'DRAW'                # a draw sale refuses RESERVE (checked right after NO_SALE)
+RESERVE_STATUSES = (NO_SALE, DRAW, DUPLICATE, NOT_STARTED, ENDED, LIMIT, SOLD_OUT, RESERVED)
 
 # RELEASE / CONFIRM statuses.
 RELEASED = 'RELEASED'
@@ -44,6 +45,10 @@ _INT_FIELDS = {'total', 'remaining', 'pending', 'confirmed', 'released', 'expire
                'buyers', 'reservations', 'sent', 'received',
                'orders_ok', 'orders_pending', 'orders_released', 'orders_unknown',
                'orders_conflict'}
+
+# A draw sale's report fields (docs/draw-sales.md): integers, nil allowed
+# (draw_stock is nil before the first DRAW).
+_OPT_INT_FIELDS = {'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock'}
 
 # The largest chunk sent by default: the module bounds the rows per call.
 DEFAULT_CHUNK = 1000
@@ -132,11 +137,15 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
               hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
               end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
               stream: Optional[str] = None, maxlen: Optional[int] = None,
-              replace: bool = False, split: Optional[Sequence[Any]] = None) -> List[Any]:
+              replace: bool = False, split: Optional[Sequence[Any]] = None,
+              draw: bool = False) -> List[Any]:
     """SECKILL.INIT's argument list. Range checks stay with the module (it
     names the bad argument); this only refuses what cannot be sent.
     `split`: the `SPLIT round n peer ...` words of a split sale's key
-    (seckill.split_protocol.Layout.split_args)."""
+    (seckill.split_protocol.Layout.split_args). `draw`: a draw sale
+    (docs/draw-sales.md; END is required)."""
+    if draw and end_ms is None:
+        raise ValueError('a draw sale needs end_ms: the end of registration')
     if maxlen is not None and stream is None:
         raise ValueError('maxlen needs a stream')
     args: List[Any] = ['SECKILL.INIT', key, int(total)]
@@ -150,6 +159,8 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
             args += ['MAXLEN', int(maxlen)]
     if split:
         args += list(split)
+    if draw:
+        args.append('DRAW')
     if replace:
         args.append('REPLACE')
     return args
@@ -212,6 +223,8 @@ def parse_report(reply: Any) -> Optional[Dict[str, Any]]:
     for name, value in p:
         if name in _INT_FIELDS:
             out[name] = _int(value, name)
+        elif name in _OPT_INT_FIELDS:
+            out[name] = None if value is None else _int(value, name)
         elif name == 'shards':
             out[name] = [_int(v, 'shards') for v in (value or [])]
         elif name.endswith('_ids'):

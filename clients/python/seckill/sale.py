@@ -4,12 +4,14 @@ the sync driver."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 
-from . import _ops
+from . import _draw_ops, _ops
+from . import draw as d
 from . import protocol as p
 from ._driver import Driver
 from ._soldout_watch import resolve, watcher
+from .draw import Drawn, Entered, Entrant, Verdict
 from .protocol import ReconcileResult, Reserved, SaleMissing, Settled
 
 
@@ -50,14 +52,20 @@ class Sale:
              hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
              end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
              stream: Optional[str] = None, maxlen: Optional[int] = None,
-             replace: bool = False, split: Optional[Sequence[Any]] = None) -> bool:
+             replace: bool = False, split: Optional[Sequence[Any]] = None,
+             draw: bool = False) -> bool:
         """SECKILL.INIT. True when created (or replaced), False when the sale
         already existed and nothing changed. `split`: `SPLIT round n peer
-        ...` for a key of a split sale (SplitSale passes it)."""
+        ...` for a key of a split sale (SplitSale passes it). `draw`: a draw
+        sale (`INIT ... DRAW`, docs/draw-sales.md): [start_ms, end_ms) is
+        registration, end_ms is required."""
         return self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split))
+            split=split, draw=draw))
+
+    create = init
+    """The same as init: `Sale(r, key).create(100, end_ms=..., draw=True)`."""
 
     def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
         """SECKILL.RESERVE -> Reserved(status, rid, remaining). Pass your own
@@ -89,6 +97,40 @@ class Sale:
     def server_ms(self) -> int:
         """The server's clock (TIME), the one holds and windows follow."""
         return self._run(_ops.server_ms())
+
+    # -- draw sales (docs/draw-sales.md) ------------------------------------
+
+    def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
+        """SECKILL.ENTER -> Entered(status, entrants). ALREADY_ENTERED is the
+        retry of an entry (the first one stands); a `reqid` becomes the
+        reservation id if the user wins."""
+        return self._run(_draw_ops.enter(self.key, user, qty, reqid))
+
+    def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
+        """One SECKILL.DRAW (at most `count` winners) -> Drawn(drawn,
+        remaining, left_to_draw). Runs only at or after END."""
+        return self._run(_draw_ops.draw(self.key, count))
+
+    def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
+        """DRAW until left_to_draw is 0, each call short -> Drawn(winners
+        made by these calls, remaining, 0)."""
+        return self._run(_draw_ops.draw_all(self.key, count))
+
+    def entrants(self, count: int = d.DEFAULT_PAGE) -> Iterator[Entrant]:
+        """Every entrant (user, qty, result), in the order they entered,
+        one ENTRANTS page of `count` per round trip."""
+        cursor: Any = 0
+        while True:
+            cursor, page = self._run(_draw_ops.entrants_page(self.key, cursor, count))
+            yield from page
+            if cursor == '0':
+                return
+
+    def verify_draw(self) -> Verdict:
+        """Recomputes the draw from the revealed seed and the entrants and
+        compares it with ENTRANTS (docs/draw-sales.md): a Verdict, `.ok`
+        only when verified."""
+        return self._run(_draw_ops.verify(self.key))
 
 
 __all__ = ['Sale', 'SaleMissing']

@@ -27,12 +27,14 @@ then raises StaleRound.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .. import _ops
+from .. import _draw_ops, _ops
+from .. import draw as d
 from .. import protocol as p
 from .. import split_protocol as sp
 from .._io import NodeName, one
+from ..draw import Drawn, Entered, Entrant, Verdict
 from ..protocol import ReconcileResult, Reserved, SaleMissing, Settled
 from ..split import OrphanKeys, RecoverError, StaleRound
 from .._soldout_watch import resolve
@@ -69,11 +71,14 @@ class Sale:
                    hold_ms: Optional[int] = None, start_ms: Optional[int] = None,
                    end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
                    stream: Optional[str] = None, maxlen: Optional[int] = None,
-                   replace: bool = False, split: Optional[Sequence[Any]] = None) -> bool:
+                   replace: bool = False, split: Optional[Sequence[Any]] = None,
+                   draw: bool = False) -> bool:
         return await self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split))
+            split=split, draw=draw))
+
+    create = init
 
     async def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
         self._watch()
@@ -100,6 +105,29 @@ class Sale:
 
     async def server_ms(self) -> int:
         return await self._run(_ops.server_ms())
+
+    async def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
+        return await self._run(_draw_ops.enter(self.key, user, qty, reqid))
+
+    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
+        return await self._run(_draw_ops.draw(self.key, count))
+
+    async def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
+        return await self._run(_draw_ops.draw_all(self.key, count))
+
+    async def entrants(self, count: int = d.DEFAULT_PAGE) -> AsyncIterator[Entrant]:
+        """`async for e in sale.entrants(): ...`, one ENTRANTS page per
+        round trip."""
+        cursor: Any = 0
+        while True:
+            cursor, page = await self._run(_draw_ops.entrants_page(self.key, cursor, count))
+            for e in page:
+                yield e
+            if cursor == '0':
+                return
+
+    async def verify_draw(self) -> Verdict:
+        return await self._run(_draw_ops.verify(self.key))
 
 
 class SplitSale(SplitSaleBase):
@@ -137,10 +165,10 @@ class SplitSale(SplitSaleBase):
                      hold_ms: int = 0, start_ms: Optional[int] = None,
                      end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
                      stream: bool = False, replace: bool = False,
-                     bmax: int = sp.DEFAULT_BMAX) -> bool:
+                     bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> bool:
         return await self._run(self.core.create(
             total, parts=parts, limit=limit, hold_ms=hold_ms, start_ms=start_ms, end_ms=end_ms,
-            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax))
+            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw))
 
     async def recover(self, stream: Optional[bool] = None, limit: int = 1,
                       bmax: int = sp.DEFAULT_BMAX, hint: Iterable[str] = (),
@@ -173,6 +201,28 @@ class SplitSale(SplitSaleBase):
     async def reconcile(self, orders: Iterable[Any], apply: bool = False,
                         chunk_size: int = p.DEFAULT_CHUNK) -> Dict[str, Any]:
         return await self._run(self.core.reconcile(orders, apply, chunk_size))
+
+    async def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
+        return await self._run(self.core.enter(user, qty, reqid))
+
+    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Dict[str, Any]:
+        return await self._run(self.core.draw(count))
+
+    async def verify_draw(self) -> Verdict:
+        return await self._run(self.core.verify_draw())
+
+    async def entrants(self, count: int = d.DEFAULT_PAGE) -> AsyncIterator[Tuple[str, Entrant]]:
+        part, n = 0, 1
+        while part < n:
+            cursor: Any = 0
+            while True:
+                cursor, page, n, key = await self._run(
+                    self.core.entrants_page(part, cursor, count))
+                for e in page:
+                    yield key, e
+                if cursor == '0':
+                    break
+            part += 1
 
 
 __all__ = ['Sale', 'SplitSale', 'AsyncDriver', 'SaleMissing', 'StaleRound', 'OrphanKeys',

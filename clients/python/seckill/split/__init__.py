@@ -28,8 +28,9 @@ under way, or was interrupted: finish it with create(..., replace=True)).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from .. import draw as d
 from .. import protocol as p
 from .. import split_protocol as sp
 from .._driver import Driver
@@ -92,7 +93,7 @@ class SplitSale(SplitSaleBase):
     def create(self, total: int, parts: Optional[int] = None, limit: int = 1, hold_ms: int = 0,
                start_ms: Optional[int] = None, end_ms: Optional[int] = None,
                ttl_s: Optional[int] = None, stream: bool = False, replace: bool = False,
-               bmax: int = sp.DEFAULT_BMAX) -> bool:
+               bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> bool:
         """Creates the pool and the parts (SECKILL.INIT each, with `SPLIT
         round n peer ...` under a new round id), then the layout hash. False
         when the sale exists and `replace` is not set (nothing changes).
@@ -100,10 +101,14 @@ class SplitSale(SplitSaleBase):
         (the pool and part keys this placement uses, and every key they
         name as peers): use recover(). With `replace`, a new round: every
         key REPLACEd, the old keys the new layout drops deleted (found from
-        the old layout, or from the keys' peers when it is lost)."""
+        the old layout, or from the keys' peers when it is lost).
+
+        `draw`: a draw sale (docs/draw-sales.md): every part is INITed with
+        DRAW ([start_ms, end_ms) is registration, end_ms required); users
+        enter() on their home parts, and draw() after end_ms."""
         return self._run(self.core.create(
             total, parts=parts, limit=limit, hold_ms=hold_ms, start_ms=start_ms, end_ms=end_ms,
-            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax))
+            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw))
 
     def recover(self, stream: Optional[bool] = None, limit: int = 1, bmax: int = sp.DEFAULT_BMAX,
                 hint: Iterable[str] = (), salts: int = 64) -> sp.Layout:
@@ -177,6 +182,49 @@ class SplitSale(SplitSaleBase):
         then the richest parts, as reserve does), then APPLYs; `borrowed`
         is the units it moved."""
         return self._run(self.core.reconcile(orders, apply, chunk_size))
+
+    # -- draw sales (docs/draw-sales.md) ------------------------------------
+
+    def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> d.Entered:
+        """ENTER on the user's home part: Entered(status, entrants of that
+        part)."""
+        return self._run(self.core.enter(user, qty, reqid))
+
+    def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Dict[str, Any]:
+        """After end_ms: moves stock between the keys (SEND/RECV with the
+        sale's ROUND, deterministic TIDs, interrupted transfers repaired
+        first) so that each part holds the sale's stock in proportion to its
+        entrants (largest remainder) and the pool none, then DRAWs every
+        part until its draw is complete (calls of at most `count` winners).
+        Before END (the server's clock; create() keeps END in the layout
+        hash as `draw_end_ms`) it raises seckill.draw.RegistrationOpen and
+        changes nothing. (A layout rebuilt by recover() lacks that field:
+        then the parts' DRAW refuses before END, after a rebalance that a
+        draw() after END plans again.)
+        Once any part has begun drawing, the stock is not moved again, so a
+        rerun after an interruption only finishes the draws. Returns
+        {moved, transfers, rebalanced, entrants, shares, stock, closeness,
+        drawn, remaining, rounds} (seckill.draw.split_closeness: each part's
+        chance per entrant against one global draw's)."""
+        return self._run(self.core.draw(count))
+
+    def verify_draw(self) -> d.Verdict:
+        """Every part's draw verified on its own seed: a Verdict whose
+        `parts` are the parts' verdicts; `.ok` only when every part is."""
+        return self._run(self.core.verify_draw())
+
+    def entrants(self, count: int = d.DEFAULT_PAGE) -> Iterator[Tuple[str, d.Entrant]]:
+        """(part key, Entrant) for every entrant, part after part."""
+        part, n = 0, 1
+        while part < n:
+            cursor: Any = 0
+            while True:
+                cursor, page, n, key = self._run(self.core.entrants_page(part, cursor, count))
+                for e in page:
+                    yield key, e
+                if cursor == '0':
+                    break
+            part += 1
 
 
 __all__ = ['SplitSale', 'SplitCore', 'OrphanKeys', 'StaleRound', 'RecoverError', 'MAX_ATTEMPTS']

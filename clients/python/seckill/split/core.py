@@ -9,6 +9,7 @@ only execute its steps, so the decisions exist once.
 - audit.Auditor: the audit, info, repair
 - reserve.Reserver: RESERVE, the low-water refill, the slow path
 - reconcile.Reconciler: the per-part RECONCILE fan-out
+- draw.Drawer: a draw sale's ENTER, the rebalance and DRAW, the verification
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .. import protocol as p
 from .._io import Refresh, Steps
 from .._soldout_watch import resolve
 from .audit import Auditor
+from .draw import Drawer
 from .reconcile import Reconciler
 from .reserve import Reserver
 from .state import SplitState
@@ -38,6 +40,7 @@ class SplitCore:
         self.auditor = Auditor(self.state, self.topology, self.transfers)
         self.reserver = Reserver(self.state, self.topology, self.transfers, self.auditor)
         self.reconciler = Reconciler(self.state, self.topology, self.transfers, self.auditor)
+        self.drawer = Drawer(self.state, self.topology, self.transfers, self.auditor)
 
     def layout(self) -> Steps:
         return self.topology.layout()
@@ -89,6 +92,18 @@ class SplitCore:
     def reconcile(self, orders: Iterable[Any], apply: bool = False,
                   chunk_size: int = p.DEFAULT_CHUNK) -> Steps:
         return self.reconciler.reconcile(list(orders), apply, chunk_size)
+
+    def enter(self, user: Any, qty: int = 1, reqid: Optional[str] = None) -> Steps:
+        return self.drawer.enter(user, qty, reqid)
+
+    def draw(self, count: int) -> Steps:
+        return self.drawer.draw(count)
+
+    def verify_draw(self) -> Steps:
+        return self.drawer.verify()
+
+    def entrants_page(self, part: int, cursor: Any, count: int) -> Steps:
+        return self.drawer.entrants_page(part, cursor, count)
 
 
 class SplitSaleBase:

@@ -29,6 +29,10 @@ class OrphanKeys(RuntimeError):
                                                     sp.layout_key(name)))
 
 
+DRAW_END_FIELD = 'draw_end_ms'
+"""The layout hash's field for a draw sale's END (INFO does not show it)."""
+
+
 def _hset_args(lkey: str, lay: sp.Layout) -> List[Any]:
     args: List[Any] = ['HSET', lkey]
     for f, v in lay.to_hash().items():
@@ -75,8 +79,9 @@ class Topology:
     def create(self, total: int, parts: Optional[int] = None, limit: int = 1, hold_ms: int = 0,
                start_ms: Optional[int] = None, end_ms: Optional[int] = None,
                ttl_s: Optional[int] = None, stream: bool = False, replace: bool = False,
-               bmax: int = sp.DEFAULT_BMAX) -> Steps:
-        """See SplitSale.create."""
+               bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> Steps:
+        """See SplitSale.create. `draw`: the parts are draw sales (INIT ...
+        DRAW); the pool, which only holds stock, is not."""
         name = self.s.name
         lkey = sp.layout_key(name)
         old = yield from call(['HGETALL', lkey])
@@ -112,7 +117,7 @@ class Topology:
             if not (yield from _ops.init(key, lay.initial[1 + i], limit=limit,
                                          hold_ms=hold_ms or None,
                                          stream=lay.streams[i] if stream else None,
-                                         split=lay.split_args(key), **common)):
+                                         split=lay.split_args(key), draw=draw, **common)):
                 st = (yield from read_states([key]))[key]
                 if st is None or st.round != lay.round:
                     raise RuntimeError('split sale %r: %s exists in round %s, not %s (an '
@@ -122,7 +127,10 @@ class Topology:
             for k in old_keys - set(lay.keys):
                 yield from call(['DEL', k])
             yield from call(['DEL', lkey])
-        yield from call(_hset_args(lkey, lay))
+        hset = _hset_args(lkey, lay)
+        if draw and end_ms is not None:     # the draw checks END before it moves stock
+            hset += [DRAW_END_FIELD, int(end_ms)]
+        yield from call(hset)
         if ttl_s:
             yield from call(['EXPIRE', lkey, int(ttl_s)])
         self.s.adopt(lay, lay.initial[0])

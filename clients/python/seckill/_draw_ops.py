@@ -1,0 +1,91 @@
+"""A draw sale's operations as steps (seckill._io): ENTER, DRAW (one call,
+or repeated until the draw is complete), a page of ENTRANTS, and the
+verification of a draw (INFO, every page of ENTRANTS, then
+seckill.draw.verify). `Sale`, `SplitSale` and their seckill.aio versions
+run them; through the drivers they reach the module or the Functions
+library (`FCALL seckill_enter 1 key ...`) alike."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+from . import draw as d
+from . import protocol as p
+from ._io import Steps, call
+from .draw import Drawn, Entrant
+
+
+def enter(key: str, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Steps:
+    """ENTER: Entered(status, entrants)."""
+    return d.parse_entered((yield from call(d.enter_args(key, user, qty, reqid))))
+
+
+def draw(key: str, count: int = d.DEFAULT_DRAW_COUNT) -> Steps:
+    """One DRAW: Drawn(drawn, remaining, left_to_draw)."""
+    return d.parse_drawn((yield from call(d.draw_args(key, count))))
+
+
+def draw_all(key: str, count: int = d.DEFAULT_DRAW_COUNT) -> Steps:
+    """DRAW until left_to_draw is 0, every call short (at most `count`
+    winners): Drawn(winners made by these calls, remaining, 0). A call that
+    neither draws nor lowers left_to_draw is a server that makes no
+    progress: ProtocolError rather than a loop without end."""
+    total = 0
+    last: Optional[int] = None
+    while True:
+        res = yield from draw(key, count)
+        total += res.drawn
+        if res.left_to_draw == 0:
+            return Drawn(total, res.remaining, 0)
+        if res.drawn == 0 and last is not None and res.left_to_draw >= last:
+            raise p.ProtocolError('SECKILL.DRAW %s made no progress (left_to_draw %d)'
+                                  % (key, res.left_to_draw))
+        last = res.left_to_draw
+
+
+def entrants_page(key: str, cursor: Any = 0, count: int = d.DEFAULT_PAGE) -> Steps:
+    """One page of ENTRANTS: (next cursor, [Entrant])."""
+    return d.parse_entrants((yield from call(d.entrants_args(key, cursor, count))))
+
+
+def all_entrants(key: str, count: int = d.MAX_PAGE) -> Steps:
+    """Every entrant, paging ENTRANTS until the cursor comes back '0'."""
+    out: List[Entrant] = []
+    cursor: Any = 0
+    while True:
+        cursor, page = yield from entrants_page(key, cursor, count)
+        out.extend(page)
+        if cursor == '0':
+            return out
+
+
+def draw_info(key: str) -> Steps:
+    """The draw fields of INFO (seckill.draw.DrawInfo); None for a missing
+    key or a sale that is not a draw sale."""
+    return d.draw_info(p.parse_report((yield from call(['SECKILL.INFO', key]))))
+
+
+def _fixed(info: Optional[d.DrawInfo]) -> Any:
+    """What a verification reads that only a REPLACE (or a DEL) changes once
+    the draw is complete."""
+    return None if info is None else (info.seed, info.draw_stock, info.entrants)
+
+
+def verify(key: str, count: int = d.MAX_PAGE) -> Steps:
+    """The verification of `key`'s draw (docs/draw-sales.md): INFO, every
+    entrant, the draw recomputed: a seckill.draw.Verdict. INFO is read
+    before and after the entrants: a sale replaced meanwhile is
+    IN_PROGRESS, not a mismatch (waitlist promotions change nothing the
+    verification reads: a winner of the draw stays `drawn`)."""
+    before = yield from draw_info(key)
+    if before is None or not before.started or before.left_to_draw > 0:
+        return d.verify(before, [], key)
+    entrants = yield from all_entrants(key, count)
+    after = yield from draw_info(key)
+    if _fixed(after) != _fixed(before):      # REPLACEd or deleted meanwhile
+        return d.Verdict(d.IN_PROGRESS, 'the sale changed while its entrants were read '
+                         '(a REPLACE?): run the verification again', key=key)
+    return d.verify(after, entrants, key)
+
+
+__all__ = ['enter', 'draw', 'draw_all', 'entrants_page', 'all_entrants', 'draw_info', 'verify']

@@ -1,0 +1,429 @@
+"""Draw sales against real servers (docs/draw-sales.md): RESERVE refused,
+ENTER's statuses, DRAW in short calls, ENTRANTS paged, the draw verified by
+the client and by `python -m seckill verify-draw` (and a tampered
+verification refused), the same with seckill.aio and on the Functions
+library; a split sale's draw on a plain redis.Redis with several parts,
+interrupted and finished.
+
+Tests that need the draw commands skip, saying why, on a module (or a
+library) without SECKILL.ENTER; point SECKILL_MODULE (SECKILL_LIBRARY)
+at a build that has them. The rebalance a split draw starts with needs only
+SEND/RECV and runs on any build."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import redis
+
+from seckill import Sale, SplitSale
+from seckill import __main__ as cli
+from seckill import draw as d
+from seckill import library
+from seckill._servers import RedisServer
+from seckill.aio import Sale as AioSale
+from seckill.faults import Crash, Faults
+
+from test_split_cluster import users_homed
+
+WINDOW_MS = 400      # registration stays open this long after INIT
+
+
+def has_enter(c) -> bool:
+    try:
+        c.execute_command('FCALL', 'seckill_enter', 1, 'probe:{draw}', 'u') \
+            if getattr(c, '_seckill_fcall', False) else \
+            c.execute_command('SECKILL.ENTER', 'probe:{draw}', 'u')
+    except redis.ResponseError as exc:
+        text = str(exc).lower()
+        if 'unknown command' in text or 'function not found' in text:
+            return False
+        raise
+    return True
+
+
+@pytest.fixture
+def dr(r, module):
+    """The conftest's client `r`, on a module that has the draw commands."""
+    if not has_enter(r):
+        pytest.skip('the module %s has no SECKILL.ENTER (draw sales): set SECKILL_MODULE to a '
+                    'build with them' % module)
+    return r
+
+
+@pytest.fixture(scope='module')
+def lib_client():
+    """A server without the module, the Functions library loaded (from
+    $SECKILL_LIBRARY or the repository's functions/seckill.lua)."""
+    srv = RedisServer(load_module=False).start()
+    c = srv.client()
+    with open(library.source_path()) as f:
+        c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+    c._seckill_fcall = True
+    try:
+        if not has_enter(c):
+            pytest.skip('the Functions library %s has no seckill_enter (draw sales): set '
+                        'SECKILL_LIBRARY to a version with it' % library.source_path())
+        yield c
+    finally:
+        c.close()
+        srv.stop()
+
+
+@pytest.fixture(params=['module', 'functions'])
+def backend_client(request):
+    if request.param == 'module':
+        return request.getfixturevalue('dr'), 'module'
+    return request.getfixturevalue('lib_client'), 'functions'
+
+
+def wait_past(sale, end_ms):
+    """Until the server's clock is at or past `end_ms` (DRAW runs after END)."""
+    while sale.server_ms() < end_ms:
+        time.sleep(0.02)
+
+
+def new_draw_sale(r, key, total, backend=None, **kw):
+    sale = Sale(r, key, backend=backend)
+    r.delete(key)
+    end = sale.server_ms() + WINDOW_MS
+    assert sale.init(total, end_ms=end, draw=True, **kw) is True
+    return sale, end
+
+
+# -- one key ----------------------------------------------------------------------
+
+def test_reserve_refused_and_enter_statuses(backend_client):
+    r, backend = backend_client
+    sale, end = new_draw_sale(r, 'sale:{dd}', 3, backend, limit=2, hold_ms=60000)
+    res = sale.reserve('u1')
+    assert (res.status, res.rid, res.remaining) == ('DRAW', None, 3)
+    info = sale.info()
+    assert (info['mode'], info['entrants'], info['remaining'], info['seed']) == ('draw', 0, 3, None)
+    assert len(info['seed_commitment']) == 64 and info['draw_stock'] is None
+    assert sale.enter('u1', qty=2, reqid='o-1') == ('ENTERED', 1)
+    assert sale.enter('u1', qty=1) == ('ALREADY_ENTERED', 1)       # the first entry stands
+    with pytest.raises(redis.ResponseError, match='LIMIT'):
+        sale.enter('u2', qty=3)
+    with pytest.raises(redis.ResponseError, match='REQID'):
+        sale.enter('u3', reqid='o-1')
+    assert sale.enter('u2') == ('ENTERED', 2)
+    assert Sale(r, 'sale:{none}', backend=backend).enter('u1') == ('NO_SALE', 0)
+    with pytest.raises(redis.ResponseError, match='END'):
+        sale.draw()
+    assert sale.verify_draw().status == d.NOT_DRAWN
+    # a sale that is not a draw sale refuses the draw commands
+    plain = Sale(r, 'sale:{plain}', backend=backend)
+    plain.init(1, replace=True)
+    for call in (lambda: plain.enter('u1'), lambda: plain.draw(), lambda: list(plain.entrants())):
+        with pytest.raises(redis.ResponseError, match='not a draw sale'):
+            call()
+    # registration not started yet
+    later = Sale(r, 'sale:{later}', backend=backend)
+    now = later.server_ms()
+    later.init(1, start_ms=now + 60000, end_ms=now + 120000, draw=True, replace=True)
+    assert later.enter('u1').status == 'NOT_STARTED'
+    wait_past(sale, end)
+    assert sale.enter('u9') == ('ENDED', 2)
+    assert sale.draw_all() == (2, 0, 0)          # both fit: 2 + 1 units of 3
+    assert sale.enter('u9').status == 'DRAWN'
+    assert Sale(r, 'sale:{none}', backend=backend).info() is None
+    assert list(Sale(r, 'sale:{none}', backend=backend).entrants()) == []
+
+
+def test_enter_draw_verify(backend_client, monkeypatch, capsys):
+    r, backend = backend_client
+    stock, n = 7, 40
+    sale, end = new_draw_sale(r, 'sale:{de}', stock, backend, limit=3, hold_ms=60000,
+                              stream='sale:{de}:events')
+    qty = {('user:%d' % i): 1 + i % 3 for i in range(n)}
+    for i, (u, q) in enumerate(qty.items()):
+        assert sale.enter(u, qty=q, reqid='ord-%d' % i) == ('ENTERED', i + 1)
+    commitment = sale.info()['seed_commitment']
+    wait_past(sale, end)
+    first = sale.draw(count=1)
+    assert first.drawn == 1 and first.left_to_draw > 0
+    rest = sale.draw_all(count=2)
+    assert rest.left_to_draw == 0
+    info = sale.info()
+    assert info['seed_commitment'] == commitment and d.commitment_ok(info['seed'], commitment)
+    assert info['draw_stock'] == stock and info['left_to_draw'] == 0
+    ents = list(sale.entrants(count=7))
+    assert [e.user for e in ents] == list(qty)                    # the order they entered
+    assert all(e.qty == qty[e.user] for e in ents)
+    # the winners recomputed here from the seed, with hashlib, not the package
+    import hashlib
+    seed = bytes.fromhex(info['seed'])
+    left, expect = stock, []
+    for u in sorted(qty, key=lambda u: hashlib.sha256(seed + u.encode()).digest()):
+        if qty[u] <= left:
+            left -= qty[u]
+            expect.append(u)
+    assert sorted(e.user for e in ents if e.result == 'drawn') == sorted(expect)
+    assert first.drawn + rest.drawn == len(expect)
+    assert info['remaining'] == left and info['pending'] == stock - left
+    for i, u in enumerate(qty):          # a winner's REQID is its reservation id
+        got = sale.get('ord-%d' % i)
+        assert (got is not None) == (u in expect)
+        if got:
+            assert (got['user'], got['qty'], got['state']) == (u, qty[u], 'pending')
+    events = r.xrange('sale:{de}:events')
+    assert sorted(f['user'] for _id, f in events if f.get('via') == 'draw') == sorted(expect)
+    v = sale.verify_draw()
+    assert v.ok and v.winners == len(expect), v.message
+
+    # the command line (it detects the backend itself), on the real server
+    url = 'redis://127.0.0.1:%d/0' % r.connection_pool.connection_kwargs['port']
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 0
+    assert cli.main(['--redis', url, 'verify-draw', '--json', 'sale:{de}']) == 0
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{none}']) == 2
+
+    # tampered: ENTRANTS (as a client sees them) moves one win to a loser
+    real_from_url = redis.Redis.from_url
+    loser = next(u for u in sorted(qty, key=lambda u: hashlib.sha256(seed + u.encode()).digest())
+                 if u not in expect)
+
+    class Tampered(redis.Redis):
+        def execute_command(self, *args, **kw):
+            reply = super().execute_command(*args, **kw)
+            if 'seckill.entrants' in [str(a).lower() for a in args[:2]] or \
+                    'seckill_entrants' in args[:2]:
+                flat = list(reply[1])
+                for i in range(0, len(flat), 3):
+                    if text_user(flat[i]) in (expect[0], loser):
+                        flat[i + 2] = 'entered' if text_user(flat[i]) == expect[0] else 'drawn'
+                reply = [reply[0], flat]
+            return reply
+
+    monkeypatch.setattr(redis.Redis, 'from_url',
+                        lambda url, **kw: Tampered(connection_pool=real_from_url(url, **kw)
+                                                   .connection_pool))
+    capsys.readouterr()
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 1
+    printed = capsys.readouterr().out
+    assert 'MISMATCH' in printed and 'first differing entrant' in printed, printed
+    res = Sale(Tampered(connection_pool=r.connection_pool), 'sale:{de}').verify_draw()
+    assert res.status == d.MISMATCH and res.mismatches == 2
+    assert text_user(res.first['user']) in (expect[0], loser)
+
+
+def text_user(u):
+    return u.decode() if isinstance(u, bytes) else u
+
+
+def test_waitlist_promotion_keeps_the_draw_verifiable(backend_client):
+    r, backend = backend_client
+    sale, end = new_draw_sale(r, 'sale:{dw}', 2, backend, hold_ms=60000)
+    for i in range(6):
+        sale.enter('w%d' % i, reqid='ow%d' % i)
+    wait_past(sale, end)
+    assert sale.draw_all() == (2, 0, 0)
+    seed = sale.info()['seed']
+    ents = list(sale.entrants())
+    order, wins = d.simulate(seed, ents, 2)
+    winner = next(e for e, w in zip(order, wins) if w)
+    first_loser = next(e for e, w in zip(order, wins) if not w)
+    assert sale.release('o' + winner.user).status == 'RELEASED'
+    results = {e.user: e.result for e in sale.entrants()}
+    assert results[first_loser.user] == 'promoted'          # the next in draw order
+    assert results[winner.user] == 'drawn'                  # a winner stays a winner of the draw
+    v = sale.verify_draw()
+    assert v.ok and v.winners == 2, v.message
+
+def test_verify_draw_cli_output(dr, capsys):
+    sale, end = new_draw_sale(dr, 'sale:{dc}', 2)
+    for i in range(5):
+        sale.enter('c%d' % i)
+    url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{dc}']) == 2
+    assert 'NOT DRAWN' in capsys.readouterr().out
+    wait_past(sale, end)
+    sale.draw_all()
+    assert cli.main(['verify-draw', '--redis', url, '--json', 'sale:{dc}']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out['ok'] and out['status'] == 'ok' and out['winners'] == 2 and out['entrants'] == 5
+
+
+def test_async_enter_draw_verify(backend_client):
+    dr, backend = backend_client
+    port = dr.connection_pool.connection_kwargs['port']
+
+    async def run():
+        r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
+        sale = AioSale(r, 'sale:{da}', backend=backend)
+        now = await sale.server_ms()
+        assert await sale.create(3, end_ms=now + WINDOW_MS, draw=True, replace=True)
+        for i in range(9):
+            assert (await sale.enter('a%d' % i)).status == 'ENTERED'
+        assert (await sale.reserve('a0')).status == 'DRAW'
+        while await sale.server_ms() < now + WINDOW_MS:
+            await asyncio.sleep(0.02)
+        done = await sale.draw_all(count=2)
+        ents = [e async for e in sale.entrants(count=4)]
+        v = await sale.verify_draw()
+        await r.aclose()
+        return done, ents, v
+
+    done, ents, v = asyncio.run(run())
+    assert done == (3, 0, 0) and len(ents) == 9 and sum(e.result == 'drawn' for e in ents) == 3
+    assert v.ok, v.message
+
+
+# -- split sales ------------------------------------------------------------------
+
+def split_states(r, lay):
+    return {k: Sale(r, k).info() for k in lay.keys}
+
+
+def test_split_rebalance_reaches_the_shares_and_survives_a_crash(r):
+    """The rebalance alone (SEND/RECV with ROUND, any build): every part
+    ends with its largest-remainder share of the stock, the pool with none,
+    also when the process dies between a SEND and its RECV."""
+    sale = SplitSale(r, 'rb')
+    sale.create(1000, parts=4, limit=1)
+    lay = sale.layout()
+    weights = dict(zip(lay.parts, [100, 0, 250, 37]))
+    sale.faults = Faults({'after_send': 2})
+    with pytest.raises(Crash):
+        sale._run(sale.core.drawer.rebalance(lay, weights))
+    assert sale.info()['in_flight'] > 0                          # a SEND without its RECV
+    again = SplitSale(r, 'rb')
+    out = again._run(again.core.drawer.rebalance(again.layout(), weights))
+    shares = d.allocate(1000, weights, lay.round)
+    assert out['shares'] == shares and sum(shares.values()) == 1000
+    st = split_states(r, lay)
+    assert {k: st[k]['remaining'] for k in lay.parts} == shares and st[lay.pool]['remaining'] == 0
+    info = again.info()
+    assert (info['invariant'], info['in_flight'], info['remaining']) == ('ok', 0, 1000)
+    # settled: a second pass moves nothing
+    assert again._run(again.core.drawer.rebalance(lay, weights))['transfers'] == 0
+
+
+def test_split_draw(backend_client):
+    dr, backend = backend_client
+    parts, stock = 4, 60
+    sale = SplitSale(dr, 'sd', backend=backend)
+    for k in dr.keys('sale:{sd*'):
+        dr.delete(k)
+    now = Sale(dr, 'x').server_ms()
+    end = now + WINDOW_MS + 300
+    assert sale.create(stock, parts=parts, limit=1, hold_ms=60000, end_ms=end, draw=True)
+    lay = sale.layout()
+    # uneven entrants: 10, 60, 25, 5
+    users = [u for i, n in enumerate([10, 60, 25, 5]) for u in users_homed(i, parts, n, 'sd')]
+    for u in users:
+        assert sale.enter(u, reqid='o-' + u).status == 'ENTERED'
+    assert sale.enter(users[0]).status == 'ALREADY_ENTERED'
+    assert sale.reserve(users[1])[0] == 'DRAW'
+    before = sale.info()
+    with pytest.raises(d.RegistrationOpen):
+        sale.draw()
+    assert sale.info()['parts'] == before['parts']      # nothing moved before END
+    wait_past(Sale(dr, 'x'), end)
+    sale.faults = Faults({'draw_rebalanced': 1})      # dies after the rebalance, before DRAW
+    with pytest.raises(Crash):
+        sale.draw(count=3)
+    out = SplitSale(dr, 'sd', backend=backend).draw(count=3)   # another process finishes it
+    assert out['rebalanced'] and out['transfers'] == 0       # nothing left to move
+    weights = dict(zip(lay.parts, [10, 60, 25, 5]))
+    shares = d.allocate(stock, weights, lay.round)
+    assert out['shares'] == shares == dict(zip(lay.parts, [6, 36, 15, 3]))
+    assert out['drawn'] == stock and out['remaining'] == 0
+    for k in lay.parts:
+        info = Sale(dr, k, backend=backend).info()
+        assert info['draw_stock'] == shares[k] and info['left_to_draw'] == 0
+    again = SplitSale(dr, 'sd', backend=backend).draw()                # a rerun: nothing moves, nothing drawn
+    assert not again['rebalanced'] and again['drawn'] == 0
+    v = sale.verify_draw()
+    assert v.ok and len(v.parts) == parts and v.winners == stock, v.message
+    won = [e for _k, e in sale.entrants(count=9) if e.result == 'drawn']
+    assert len(won) == stock
+    assert sale.info()['invariant'] == 'ok'
+    url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sd']) == 0
+
+
+def test_split_draw_proportional(backend_client):
+    """More entrants than stock on every part: each part's chance per
+    entrant is within one unit's rounding of the global stock / entrants."""
+    dr, backend = backend_client
+    parts, stock = 3, 50
+    for k in dr.keys('sale:{sp*'):
+        dr.delete(k)
+    sale = SplitSale(dr, 'sp', backend=backend)
+    now = Sale(dr, 'x').server_ms()
+    end = now + WINDOW_MS + 300
+    sale.create(stock, parts=parts, limit=1, end_ms=end, draw=True)
+    counts = [37, 81, 19]
+    for i, n in enumerate(counts):
+        for u in users_homed(i, parts, n, 'sp'):
+            sale.enter(u)
+    wait_past(Sale(dr, 'x'), end)
+    out = sale.draw()
+    lay = sale.layout()
+    assert sum(out['shares'].values()) == stock
+    for i, k in enumerate(lay.parts):
+        assert abs(out['shares'][k] - stock * counts[i] / sum(counts)) < 1
+        assert abs(out['closeness']['parts'][k] - stock / sum(counts)) < 1 / counts[i]
+    assert out['drawn'] == stock
+    assert sale.verify_draw().ok
+
+
+def test_async_split_draw(backend_client):
+    from seckill.aio import SplitSale as AioSplitSale
+    dr, backend = backend_client
+    for k in dr.keys('sale:{ad*'):
+        dr.delete(k)
+    port = dr.connection_pool.connection_kwargs['port']
+    counts = [3, 9, 6]
+
+    async def run():
+        r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
+        sale = AioSplitSale(r, 'ad', backend=backend)
+        end = await AioSale(r, 'x', backend=backend).server_ms() + WINDOW_MS + 300
+        assert await sale.create(6, parts=3, end_ms=end, draw=True)
+        for i, n in enumerate(counts):
+            for u in users_homed(i, 3, n, 'ad'):
+                assert (await sale.enter(u)).status == 'ENTERED'
+        while await AioSale(r, 'x', backend=backend).server_ms() < end:
+            await asyncio.sleep(0.02)
+        out = await sale.draw(count=2)
+        ents = [(k, e) async for k, e in sale.entrants(count=4)]
+        v = await sale.verify_draw()
+        lay = await sale.layout()
+        await r.aclose()
+        return out, ents, v, lay
+
+    out, ents, v, lay = asyncio.run(run())
+    assert out['shares'] == dict(zip(lay.parts, [1, 3, 2])) and out['drawn'] == 6
+    assert len(ents) == sum(counts) and sum(e.result == 'drawn' for _k, e in ents) == 6
+    assert [sum(1 for k, _e in ents if k == p) for p in lay.parts] == counts
+    assert v.ok, v.message
+
+
+def test_split_draw_on_a_cluster(dr, request):
+    """The three-master cluster (conftest): parts on different masters, the
+    rebalance across nodes, verify-draw --cluster --split."""
+    cluster = request.getfixturevalue('cluster')
+    rc = cluster.client()
+    try:
+        sale = SplitSale(rc, 'cd')
+        end = Sale(dr, 'x').server_ms() + WINDOW_MS + 500
+        assert sale.create(30, parts=3, limit=1, end_ms=end, draw=True, replace=True)
+        lay = sale.layout()
+        assert len({sale.node_name(k) for k in lay.parts}) == 3
+        counts = [8, 40, 12]
+        for i, n in enumerate(counts):
+            for u in users_homed(i, 3, n, 'cd'):
+                assert sale.enter(u).status == 'ENTERED'
+        wait_past(Sale(dr, 'x'), end)          # one machine: the nodes share its clock
+        out = sale.draw(count=5)
+        assert out['shares'] == dict(zip(lay.parts, [4, 20, 6])) and out['drawn'] == 30
+        assert sale.verify_draw().ok and sale.info()['invariant'] == 'ok'
+        url = 'redis://127.0.0.1:%d/0' % cluster.masters[0].port
+        assert cli.main(['verify-draw', '--redis', url, '--cluster', '--split', 'cd']) == 0
+    finally:
+        rc.close()
