@@ -220,7 +220,7 @@ def test_draw_bad_arguments_change_nothing():
         (['SECKILL.ENTRANTS', 'd:{x}', 0, 'COUNT', 1001], 'COUNT'),
     ]:
         _refused(env, c, args, text)
-    env.assertEqual(c.execute_command('SECKILL.ENTRANTS', 'd:{missing}', 0), [0, []])
+    env.assertEqual(c.execute_command('SECKILL.ENTRANTS', 'd:{missing}', 0), ['0', []])  # a cursor is a string, as SCAN's
     env.assertIsNone(info(c, 'd:{x}')['seed'])
 
 
@@ -467,15 +467,19 @@ def test_every_entrant_wins_as_often_as_k_over_n():
     win count must be consistent with 3/10 (chi-square, 9 degrees of
     freedom, p > 0.001). This checks the order's statistics, not timing."""
     env, c = _env()
-    draws, n, k = 2000, 10, 3
-    end = server_ms(c) + 6000
-    p = c.pipeline(transaction=False)
-    for d in range(draws):
-        p.execute_command('SECKILL.INIT', 'f:{%d}' % d, k, 'END', end, 'DRAW')
-        for u in range(n):
-            p.execute_command('SECKILL.ENTER', 'f:{%d}' % d, 'u%d' % u)
-    replies = p.execute()
-    env.assertEqual(sum(1 for r in replies if isinstance(r, list) and r[0] == 'ENTERED'), draws * n)
+    draws, n, k, batch = 2000, 10, 3, 200
+    entered = 0
+    for first in range(0, draws, batch):
+        # Each batch's registration outlasts its ENTERs by far, even where
+        # an ENTER hashes in Lua on a loaded machine.
+        end = server_ms(c) + 5000
+        p = c.pipeline(transaction=False)
+        for d in range(first, first + batch):
+            p.execute_command('SECKILL.INIT', 'f:{%d}' % d, k, 'END', end, 'DRAW')
+            for u in range(n):
+                p.execute_command('SECKILL.ENTER', 'f:{%d}' % d, 'u%d' % u)
+        entered += sum(1 for r in p.execute() if isinstance(r, list) and r[0] == 'ENTERED')
+    env.assertEqual(entered, draws * n)
     _after(c, end)
     p = c.pipeline(transaction=False)
     for d in range(draws):
