@@ -457,3 +457,25 @@ fn draw_scale() {
         d1.len()
     );
 }
+
+/// A generated id never takes an entrant's REQID (it is spoken for: the
+/// id of that entrant's reservation if it wins), and an entrant whose
+/// REQID a reservation took meanwhile (RECONCILE APPLY) gets a generated id.
+#[test]
+fn generated_ids_leave_entrants_reqids_alone() {
+    let seed = seed_of(8);
+    let users: Vec<Vec<u8>> = (0..6).map(user).collect();
+    let order = reference_order(&seed, &users);
+    let mut p = Pair::new(config(6, 1, 0, seed));
+    // The last in draw order asks for the id the first winner would get.
+    for (i, u) in users.iter().enumerate() {
+        let reqid = (i == order[5]).then_some(&b"0000002a-0"[..]);
+        p.enter(u, 1, reqid, 0).unwrap();
+    }
+    p.draw(10, END);
+    let ids: Vec<Box<[u8]>> = p.master.records().map(|r| r.id()).collect();
+    assert_eq!(&*ids[0], b"0000002a-0-1");
+    assert_eq!(&*ids[5], b"0000002a-0");
+    assert_eq!(p.master.get(b"0000002a-0").unwrap().user(), &users[order[5]][..]);
+    p.check();
+}

@@ -274,7 +274,7 @@ impl Sale {
         };
         let id = match reqid {
             Some(id) => AcceptedId::Client(id),
-            None => AcceptedId::Generated(self.records.generate_id(self.config.tag)),
+            None => AcceptedId::Generated(self.records.generate_id(self.config.tag, |_| false)),
         };
         let created_ms = self.records.stamp(now_ms);
         let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };
@@ -561,7 +561,9 @@ impl Sale {
     }
 
     /// A winner's new pending reservation: the entrant's REQID as its id
-    /// (a generated id if a reservation has that id already), its QTY
+    /// (a generated id if a reservation has that id already: RECONCILE
+    /// APPLY adopted an order under it), else a generated id no entrant
+    /// gave as its REQID, its QTY
     /// from its home bucket first, the sale's HOLD.
     fn winner_record(&self, seq: u32, now_ms: u64) -> Option<Reservation> {
         let d = self.draw.as_deref()?;
@@ -572,7 +574,7 @@ impl Sale {
         let takes = self.buckets.plan_take(self.buckets.home_of(user), qty)?;
         let id: Box<[u8]> = match d.reqid(seq) {
             Some(r) if self.find(r).is_none() => r.into(),
-            _ => self.records.generate_id(self.config.tag).as_bytes().into(),
+            _ => self.records.generate_id(self.config.tag, |id| d.find_reqid(id).is_some()).as_bytes().into(),
         };
         let created_ms = self.records.stamp(now_ms);
         let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };
