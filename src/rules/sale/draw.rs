@@ -245,6 +245,11 @@ impl Draw {
         EntrantRec { user: self.user(seq).into(), qty: self.qty(seq), reqid: self.reqid(seq).map(Into::into), result: self.result(seq) }
     }
 
+    /// Entrants that gave a REQID.
+    pub(super) fn reqid_count(&self) -> usize {
+        self.by_reqid.len()
+    }
+
     pub(super) fn find_user(&self, user: &[u8]) -> Option<u32> {
         let (list, arena) = (&self.entrants, &self.arena);
         self.by_user.find(self.hasher.hash_one(user), |s| arena.get(list[s as usize].user) == user)

@@ -394,7 +394,7 @@ fn fairness_chi_square() {
 /// One run of `draw_scale`: per-call nanoseconds of every ENTER, every
 /// DRAW and every promotion step, and the heap per entrant beyond its
 /// user id.
-fn scale_run(n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
+fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
     use std::time::Instant;
     let mut s = Sale::new(SaleConfig { total: 200_000, ..config(0, 3, 0, seed_of(9)) });
     let heap0 = s.heap_estimate();
@@ -414,7 +414,7 @@ fn scale_run(n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
     let per_entrant = (s.heap_estimate() - heap0 - user_bytes) as f64 / n as f64;
     loop {
         let t = Instant::now();
-        let step = s.draw_step(1000, END);
+        let step = s.draw_step(count, END);
         draws.push(t.elapsed().as_nanos() as u64);
         if step.is_none() || s.left_to_draw() == 0 {
             break;
@@ -435,7 +435,7 @@ fn scale_run(n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
 /// Figures, not assertions: `cargo test --release --lib
 /// --no-default-features -- --ignored --nocapture draw_scale`. One sale
 /// takes 1M entrants, ENTER by ENTER, then is drawn with DRAW COUNT 1000
-/// until complete, then 200 winners let go feed the waitlist: the slowest
+/// (`DRAW_SCALE_COUNT=n` for another COUNT) until complete, then 200 winners let go feed the waitlist: the slowest
 /// single call of each, and the heap per entrant beyond its user id. The
 /// same sequence runs twice and each call keeps its faster time: a stall
 /// of the structure repeats at the same call, a preemption on a busy
@@ -444,15 +444,19 @@ fn scale_run(n: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
 #[ignore]
 fn draw_scale() {
     const N: usize = 1_000_000;
-    let (e1, d1, p1, per_entrant) = scale_run(N);
-    let (e2, d2, p2, _) = scale_run(N);
+    let count = std::env::var("DRAW_SCALE_COUNT").ok().and_then(|c| c.parse().ok()).unwrap_or(1000);
+    let (e1, d1, p1, per_entrant) = scale_run(N, count);
+    let (e2, d2, p2, _) = scale_run(N, count);
     let worst = |a: &[u64], b: &[u64]| -> (f64, usize) {
         let (i, ns) = a.iter().zip(b).map(|(x, y)| *x.min(y)).enumerate().max_by_key(|&(_, ns)| ns).unwrap_or((0, 0));
         (ns as f64 / 1e6, i)
     };
     let ((e, ei), (d, di), (p, _)) = (worst(&e1, &e2), worst(&d1, &d2), worst(&p1, &p2));
+    if std::env::var("DRAW_SCALE_CALLS").is_ok() {
+        println!("draw calls ms: {:?}", d1.iter().zip(&d2).map(|(a, b)| *a.min(b) / 100_000).collect::<Vec<_>>());
+    }
     println!(
-        "draw_scale: {N} entrants: ENTER max {e:.3} ms (call {ei}); DRAW COUNT 1000 max {d:.3} ms (call {di} of {}); \
+        "draw_scale: {N} entrants: ENTER max {e:.3} ms (call {ei}); DRAW COUNT {count} max {d:.3} ms (call {di} of {}); \
          waitlist promotion step max {p:.3} ms; heap {per_entrant:.1} B per entrant beyond its user id",
         d1.len()
     );

@@ -581,6 +581,24 @@ impl Sale {
         Some(Reservation { id, user: user.into(), qty, state: State::Pending, created_ms, deadline_ms, takes })
     }
 
+    /// A draw's winners join the buyer index (and, with REQIDs, the
+    /// client-id index) a thousand per DRAW call: grown insert by insert,
+    /// the indexes' incremental migration made the calls during a growth
+    /// take several milliseconds (`draw_scale`). At the first DRAW of a
+    /// sale without reservations both are sized for the winners the stock
+    /// and the entrants allow (at most `PRESIZE_WINNERS`): one allocation,
+    /// on the master and on every replica alike.
+    fn presize_for_draw(&mut self, stock: u64) {
+        const PRESIZE_WINNERS: u64 = 1 << 19;
+        let Some(d) = self.draw.as_deref() else { return };
+        if self.records.len() > 0 || d.stock().is_some() {
+            return;
+        }
+        let n = (d.len() as u64).min(stock).min(PRESIZE_WINNERS) as usize;
+        self.records.presize_client_ids(d.reqid_count().min(n));
+        self.buyers = Buyers::with_capacity(n);
+    }
+
     /// One DRAW call on the master at `now_ms`: at most `count` winners,
     /// at most `4 * count` entrants looked at. `None` when it changes
     /// nothing (not a draw sale, or the draw is complete). Winners become
@@ -594,6 +612,7 @@ impl Sale {
         if !first && walk.examined == 0 {
             return None;
         }
+        self.presize_for_draw(stock);
         let mut winners = Vec::with_capacity(walk.winners.len());
         for &seq in &walk.winners {
             let Some(rec) = self.winner_record(seq, now_ms).filter(|rec| self.add_record(rec.as_new()).is_ok()) else {
@@ -623,6 +642,7 @@ impl Sale {
         if !same || (d.stock().is_none() && stock != self.remaining) {
             return Err(EffectError("the draw's winners differ"));
         }
+        self.presize_for_draw(stock);
         if !recs.is_empty() {
             self.add_records(recs)?;
         }

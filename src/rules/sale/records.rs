@@ -361,6 +361,14 @@ impl Records {
         seq
     }
 
+    /// Room for `n` client ids in an index that has none yet (a draw's
+    /// first DRAW: its winners' REQIDs).
+    pub(super) fn presize_client_ids(&mut self, n: usize) {
+        if self.client_ids.is_empty() && n > 0 {
+            self.client_ids = SeqIndex::with_capacity(n);
+        }
+    }
+
     /// Gives record `seq`, in no buyer's chain, a name of its own.
     #[inline]
     pub(super) fn own_user(&mut self, seq: u32, user: &[u8]) {
