@@ -117,6 +117,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // the model's PEERS, so SEND and RECV go through; plain sales'
             // refusals are unit-tested in transfers.rs.
             split: Some(crate::rules::config::SplitConfig::new(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
+            draw: None,
         })
 }
 
@@ -1409,7 +1410,7 @@ proptest! {
 // ---------------------------------------------------------------------------
 
 fn plain(total: u64, shards: u32, limit: u64, hold_ms: u64) -> SaleConfig {
-    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None }
+    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None, draw: None }
 }
 
 #[test]

@@ -27,7 +27,7 @@ enum Keys {
 /// the sale (INIT ... REPLACE frees every record, RECONCILE walks the
 /// ledger). EFFECT, which only the replication link and loading run, is
 /// `admin dangerous` and not `write`: `+@write` must not grant it.
-const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 10] = [
+const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 13] = [
     (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE).", c"write slow"),
     (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user.", c"write fast"),
     (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation.", c"write fast"),
@@ -46,6 +46,11 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 10] = [
     // on another node, and the command never opens it.
     (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale.", c"write fast"),
     (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total.", c"write fast"),
+    // Draw sales. DRAW's work is bounded by COUNT (up to 10000 winners and
+    // 40000 entrants looked at), ENTRANTS' by its COUNT (up to 1000): slow.
+    (c"seckill.enter", -3, Keys::Sale { write: true }, c"Register a user for a draw sale.", c"write fast"),
+    (c"seckill.draw", -2, Keys::Sale { write: true }, c"Draw winners of a draw sale, COUNT at a time.", c"write slow"),
+    (c"seckill.entrants", -3, Keys::Sale { write: false }, c"Page through a draw sale's entrants.", c"read slow"),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {

@@ -7,6 +7,7 @@ use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use redis_module::key::RedisKeyWritable;
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
 use crate::module::commit::{Committer, DueHolds, Origin, Writer};
@@ -21,7 +22,7 @@ use crate::rules::reconcile::reconcile_orders;
 use crate::rules::report::Report;
 use crate::rules::reservation::State;
 use crate::rules::sale::TransferRefusal;
-use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
+use crate::rules::sale::{ConfirmOutcome, EnterRefusal, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
 use crate::rules::transfers::SendDecision;
 use crate::wire::args::{self, ArgError};
 use crate::wire::effect_args::EffectArgs;
@@ -135,6 +136,92 @@ commands! {
     // one peer entry.
     c"seckill.send" => send, c"write deny-oom";
     c"seckill.recv" => recv, c"write";
+    c"seckill.enter" => enter, c"write deny-oom";
+    c"seckill.draw" => draw, c"write deny-oom";
+    c"seckill.entrants" => entrants, c"readonly";
+}
+
+const NOT_DRAW: &str = "ERR the sale is not a draw sale (INIT ... DRAW)";
+
+/// SECKILL.ENTER key user [QTY n] [REQID id] -> [status, entrants]
+fn enter(ctx: &Context, call: &Call) -> RedisResult {
+    let name = call.key;
+    let (a, key) = user_call(ctx, call)?;
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
+        stats::ENTER_REFUSED.add(1);
+        return Reply::status_count(ctx, c"NO_SALE", 0);
+    };
+    if !sale.is_draw() {
+        return Err(RedisError::Str(NOT_DRAW));
+    }
+    check_qty(sale, a.qty)?;
+    let now = now_ms();
+    let status = match sale.decide_enter(a.user, a.qty, a.reqid, now) {
+        Ok(entrant) => {
+            let c = Committer { ctx, key: name, origin: Origin::Master, stream: None };
+            c.write(sale, Some(DueHolds::lazy(now)), |w, sale| w.commit(sale, &Effect::Entrants(vec![entrant])).map_err(internal))?;
+            stats_of(&stats::ENTERED, c"ENTERED")
+        }
+        Err(EnterRefusal::NotDraw) => return Err(RedisError::Str(NOT_DRAW)),
+        Err(EnterRefusal::ReqidOfEntrant) => return Err(RedisError::Str("ERR REQID is already another entrant's")),
+        Err(EnterRefusal::ReqidOfReservation) => return Err(RedisError::Str("ERR REQID is already a reservation's id")),
+        Err(EnterRefusal::AlreadyEntered) => stats_of(&stats::ENTER_REFUSED, c"ALREADY_ENTERED"),
+        Err(EnterRefusal::Drawn) => stats_of(&stats::ENTER_REFUSED, c"DRAWN"),
+        Err(EnterRefusal::NotStarted) => stats_of(&stats::ENTER_REFUSED, c"NOT_STARTED"),
+        Err(EnterRefusal::Ended) => stats_of(&stats::ENTER_REFUSED, c"ENDED"),
+    };
+    Reply::status_count(ctx, status, sale.entrant_count() as u64)
+}
+
+/// SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
+fn draw(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
+    if argv.len() < 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let count = args::parse_draw(&argv[2..])?;
+    let key = ctx.open_key_writable(name);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
+        return Err(RedisError::Str("ERR no such sale"));
+    };
+    if !sale.is_draw() {
+        return Err(RedisError::Str(NOT_DRAW));
+    }
+    let now = now_ms();
+    if now < sale.config().end_ms {
+        return Err(RedisError::Str("ERR registration is open until END: DRAW runs after it"));
+    }
+    let stream = sale_stream(ctx, name, sale)?;
+    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
+    let drawn = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
+        let had_holds = sale.next_deadline().is_some();
+        let Some(step) = sale.draw_step(count, now) else { return Ok(0) };
+        let drawn = step.winners.len() as u64;
+        stats::DRAWN.add(drawn);
+        w.publish(sale, &Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners }, had_holds);
+        Ok(drawn)
+    })?;
+    three(ctx, drawn, sale.remaining(), sale.left_to_draw())
+}
+
+/// SECKILL.ENTRANTS key cursor [COUNT n] -> [next_cursor, [user, qty,
+/// result, ...]], in the order they entered; read-only.
+fn entrants(ctx: &Context, call: &Call) -> RedisResult {
+    let (name, argv) = (call.key, call.argv);
+    if argv.len() < 3 {
+        return Err(RedisError::WrongArity);
+    }
+    let (cursor, count) = args::parse_entrants(&argv[2..])?;
+    let key = ctx.open_key(name);
+    let (next, page) = match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
+        None => (0, Vec::new()),
+        Some(sale) if !sale.is_draw() => return Err(RedisError::Str(NOT_DRAW)),
+        Some(sale) => sale.entrants_page(cursor, count),
+    };
+    let items = page
+        .into_iter()
+        .flat_map(|e| [Reply::Bulk(e.user.into_vec()), Reply::Int(e.qty), Reply::Bulk(e.result.word().as_bytes().to_vec())]);
+    Reply::Array(vec![Reply::Bulk(next.to_string().into_bytes()), Reply::Array(items.collect())]).done(ctx)
 }
 
 /// A STREAM key must be empty or a stream, and writable by the caller.
@@ -183,7 +270,14 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
         drop(check_stream(ctx, stream)?);
     }
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: None };
-    c.init(&key, SaleConfig { tag: rand::random(), ..a.sale }, before)?;
+    // A draw sale's seed comes from the operating system's random source,
+    // here on the master only: replicas and the AOF get it in the effect.
+    let draw = a.sale.draw.map(|_| {
+        let mut seed = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut seed);
+        seed
+    });
+    c.init(&key, SaleConfig { tag: rand::random(), draw, ..a.sale }, before)?;
     drop(key);
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.
@@ -196,21 +290,38 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     Reply::Simple(c"OK").done(ctx)
 }
 
-/// SECKILL.RESERVE key user [QTY n] [REQID id]
-fn reserve(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    if argv.len() < 3 {
+/// RESERVE's and ENTER's arguments (`key user [QTY n] [REQID id]`), and
+/// the key opened for writing.
+#[inline]
+fn user_call<'a>(ctx: &Context, call: &Call<'a>) -> Result<(args::ReserveArgs<'a>, RedisKeyWritable), RedisError> {
+    if call.argv.len() < 3 {
         return Err(RedisError::WrongArity);
     }
-    let a = args::parse_reserve(&argv[2..])?;
-    let key = ctx.open_key_writable(name);
+    Ok((args::parse_reserve(&call.argv[2..])?, ctx.open_key_writable(call.key)))
+}
+
+/// QTY within the sale's LIMIT (RESERVE, ENTER).
+#[inline]
+fn check_qty(sale: &Sale, qty: u64) -> Result<(), RedisError> {
+    if qty > sale.config().limit {
+        return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
+    }
+    Ok(())
+}
+
+/// SECKILL.RESERVE key user [QTY n] [REQID id]
+fn reserve(ctx: &Context, call: &Call) -> RedisResult {
+    let name = call.key;
+    let (a, key) = user_call(ctx, call)?;
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         stats::NO_SALE.add(1);
         return Reply::status_id_count(ctx, c"NO_SALE", None, 0);
     };
-    if a.qty > sale.config().limit {
-        return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
+    if sale.is_draw() {
+        stats::RESERVE_DRAW.add(1);
+        return Reply::status_id_count(ctx, c"DRAW", None, sale.remaining());
     }
+    check_qty(sale, a.qty)?;
     let stream = sale_stream(ctx, name, sale)?;
     // A sold-out sale without window or holds answers without the clock.
     let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
@@ -450,6 +561,7 @@ fn replay_stream_entry(
         rid: &r.id,
         user: rec.user(),
         qty: rec.qty(),
+        via: None,
     };
     let result = StreamKey::open(ctx, &stream.key)
         .and_then(|key| crate::module::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));

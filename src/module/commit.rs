@@ -172,8 +172,37 @@ impl<'a> Committer<'a> {
             self.expire_due(sale, due);
         }
         let out = change(Writer(self), sale)?;
+        if let Some(due) = due {
+            self.promote_waitlist(sale, due);
+        }
         self.notify_stock_edge(before, sale.remaining());
         Ok(out)
+    }
+
+    /// A draw sale whose draw is complete hands the units that came back
+    /// to its waitlist, at most `due.max` promotions per write; the timer
+    /// continues the rest. Decided on the master only.
+    #[inline(always)]
+    fn promote_waitlist(&self, sale: &mut Sale, due: DueHolds) {
+        if self.origin == Origin::Master && sale.is_draw() {
+            self.promote_now(sale, due);
+        }
+    }
+
+    #[inline(never)]
+    fn promote_now(&self, sale: &mut Sale, due: DueHolds) {
+        let had_holds = sale.next_deadline().is_some();
+        let promoted = sale.promote_step(due.max, due.now);
+        let n = promoted.len();
+        if n == 0 {
+            return;
+        }
+        stats::PROMOTED.add(n as u64);
+        self.publish_change(sale, Change::Effect(&Effect::Promoted(promoted)), had_holds);
+        if n == due.max {
+            // More may fit: the timer comes back at once.
+            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
+        }
     }
 
     /// A write that only releases due holds: the expiry timer's visit.
@@ -220,6 +249,10 @@ impl<'a> Committer<'a> {
             (None, Change::Reserved(rec, user)) => self.replicate_reserved(rec, user),
         }
         rawapi::signal_modified(self.ctx, self.key);
+        let via = match change {
+            Change::Effect(effect) => effect.via(),
+            Change::Reserved(..) => None,
+        };
         change.for_each_event(|event, id| {
             rawapi::notify(self.ctx, event.notification(), self.key);
             if self.origin == Origin::Master {
@@ -228,7 +261,7 @@ impl<'a> Committer<'a> {
                 }
                 match &carried {
                     Some(c) => crate::module::stream::announce(self.ctx, c.stream.key()),
-                    None => self.append_stream(sale, event, id),
+                    None => self.append_stream(sale, event, id, via),
                 }
             }
         });
@@ -243,8 +276,13 @@ impl<'a> Committer<'a> {
         let (rec, user, nums) = change.pending()?;
         let view = sale.get(rec.id)?;
         let opened = self.open_stream(&stream.key)?;
-        let entry =
-            crate::module::stream::Entry { event: Event::Reserved.word().as_bytes(), rid: rec.id, user: view.user(), qty: view.qty() };
+        let entry = crate::module::stream::Entry {
+            event: Event::Reserved.word().as_bytes(),
+            rid: rec.id,
+            user: view.user(),
+            qty: view.qty(),
+            via: None,
+        };
         match crate::module::stream::append_unreplicated(opened.key(), stream.maxlen, &entry) {
             Ok(added) => Some(Carried { stream: opened, added, rec, user, nums }),
             Err(e) => {
@@ -346,11 +384,17 @@ impl<'a> Committer<'a> {
     }
 
     /// One stream entry per event, in the same atomic step (see `stream`).
-    fn append_stream(&self, sale: &Sale, event: Event, id: &[u8]) {
+    fn append_stream(&self, sale: &Sale, event: Event, id: &[u8], via: Option<&str>) {
         // A sale without a stream looks nothing up.
         let Some(stream) = self.stream_of(sale) else { return };
         let Some(rec) = sale.get(id) else { return };
-        let entry = crate::module::stream::Entry { event: event.word().as_bytes(), rid: id, user: rec.user(), qty: rec.qty() };
+        let entry = crate::module::stream::Entry {
+            event: event.word().as_bytes(),
+            rid: id,
+            user: rec.user(),
+            qty: rec.qty(),
+            via: via.map(str::as_bytes),
+        };
         let Some(opened) = self.open_stream(&stream.key) else {
             return;
         };

@@ -94,6 +94,7 @@ impl Reply {
             Value::Text(b) => Reply::Bulk(b.into_vec()),
             Value::Word(w) => Reply::Simple(w),
             Value::List(items) => Reply::Array(items.into_iter().map(Reply::value).collect()),
+            Value::Null => Reply::Null,
         }
     }
 }

@@ -60,7 +60,15 @@ pub static RECV_NOTHING: Counter = Counter::new("recv_nothing");
 /// SENDs and RECVs refused: a plain sale, another round, an undeclared peer.
 pub static TRANSFERS_REFUSED: Counter = Counter::new("transfers_refused");
 
-static ALL: [&Counter; 28] = [
+/// Draw sales: ENTERs that added an entrant or found the user entered,
+/// RESERVEs refused because the sale draws, winners drawn and promoted.
+pub static ENTERED: Counter = Counter::new("enter_entered");
+pub static ENTER_REFUSED: Counter = Counter::new("enter_refused");
+pub static RESERVE_DRAW: Counter = Counter::new("reserve_draw");
+pub static DRAWN: Counter = Counter::new("draw_winners");
+pub static PROMOTED: Counter = Counter::new("waitlist_promoted");
+
+static ALL: [&Counter; 33] = [
     &INIT_CREATED,
     &INIT_EXISTS,
     &RESERVED,
@@ -89,6 +97,11 @@ static ALL: [&Counter; 28] = [
     &UNITS_RECEIVED,
     &RECV_NOTHING,
     &TRANSFERS_REFUSED,
+    &ENTERED,
+    &ENTER_REFUSED,
+    &RESERVE_DRAW,
+    &DRAWN,
+    &PROMOTED,
 ];
 
 /// The `INFO seckill` section (Redis prefixes each field with `seckill_`).

@@ -15,13 +15,18 @@ use crate::module::rawapi::ModuleStrings;
 use crate::rules::digits::Digits;
 use crate::rules::sale::Sale;
 
-/// One entry: `event <word> rid <id> user <user> qty <qty>`.
+/// One entry: `event <word> rid <id> user <user> qty <qty> [via <how>]`
+/// (`via`: a draw sale's winner, `draw` or `waitlist`).
 pub struct Entry<'a> {
     pub event: &'a [u8],
     pub rid: &'a [u8],
     pub user: &'a [u8],
     pub qty: u64,
+    pub via: Option<&'a [u8]>,
 }
+
+/// An entry's field strings, and how many of them are used.
+type Fields = ([*mut raw::RedisModuleString; 10], usize);
 
 /// A constant if `bytes` is one, else a new string freed with `strings`.
 fn string(strings: &mut ModuleStrings, bytes: &[u8]) -> *mut raw::RedisModuleString {
@@ -108,18 +113,18 @@ impl Drop for StreamKey {
 
 /// An entry's field strings: constants where they can be, the others freed
 /// with `strings`.
-fn fields(strings: &mut ModuleStrings, entry: &Entry, qty: &mut Digits) -> [*mut raw::RedisModuleString; 8] {
+fn fields(strings: &mut ModuleStrings, entry: &Entry, qty: &mut Digits) -> Fields {
     qty.push_u64(entry.qty);
-    [
-        string(strings, b"event"),
-        string(strings, entry.event),
-        string(strings, b"rid"),
-        string(strings, entry.rid),
-        string(strings, b"user"),
-        string(strings, entry.user),
-        string(strings, b"qty"),
-        string(strings, qty.as_bytes()),
-    ]
+    let mut f = [null_mut(); 10];
+    let names: [(&[u8], &[u8]); 4] = [(b"event", entry.event), (b"rid", entry.rid), (b"user", entry.user), (b"qty", qty.as_bytes())];
+    let all = names.into_iter().chain(entry.via.map(|v| (&b"via"[..], v)));
+    let mut n = 0;
+    for (name, value) in all {
+        f[n] = string(strings, name);
+        f[n + 1] = string(strings, value);
+        n += 2;
+    }
+    (f, n)
 }
 
 /// Where an appended entry went: its id and, when trimmed, the exact length
@@ -134,7 +139,7 @@ pub struct Added {
 fn add(
     stream: &StreamKey,
     maxlen: Option<u64>,
-    fields: &mut [*mut raw::RedisModuleString; 8],
+    fields: &mut [*mut raw::RedisModuleString],
 ) -> Result<(raw::RedisModuleStreamID, Option<u64>), &'static str> {
     let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
     let added = unsafe {
@@ -178,8 +183,8 @@ pub fn announce(ctx: &Context, stream: &StreamKey) {
 pub fn append_unreplicated(stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<Added, &'static str> {
     let mut strings = ModuleStrings(Vec::with_capacity(4));
     let mut qty = Digits::default();
-    let mut f = fields(&mut strings, entry, &mut qty);
-    let (id, length) = add(stream, maxlen, &mut f)?;
+    let (mut f, n) = fields(&mut strings, entry, &mut qty);
+    let (id, length) = add(stream, maxlen, &mut f[..n])?;
     Ok(Added { id: id_text(&id), length })
 }
 
@@ -196,9 +201,9 @@ pub fn append_replayed(
 ) -> Result<(), &'static str> {
     let mut strings = ModuleStrings(Vec::with_capacity(4));
     let mut qty = Digits::default();
-    let mut f = fields(&mut strings, entry, &mut qty);
+    let (mut f, n) = fields(&mut strings, entry, &mut qty);
     let mut id = raw::RedisModuleStreamID { ms, seq };
-    let added = unsafe { raw::RedisModule_StreamAdd.unwrap()(stream.key, 0, &mut id, f.as_mut_ptr(), (f.len() / 2) as i64) };
+    let added = unsafe { raw::RedisModule_StreamAdd.unwrap()(stream.key, 0, &mut id, f.as_mut_ptr(), (n / 2) as i64) };
     if added != raw::REDISMODULE_OK as c_int {
         return Err("stream append with the master's id failed (the stream differs from the master's)");
     }
@@ -216,8 +221,9 @@ pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &En
     let mut strings = ModuleStrings(Vec::with_capacity(4));
     let name = stream.name;
     let mut qty = Digits::default();
-    let mut fields = fields(&mut strings, entry, &mut qty);
-    let (id, length) = add(stream, maxlen, &mut fields)?;
+    let (mut fields, n) = fields(&mut strings, entry, &mut qty);
+    let fields = &mut fields[..n];
+    let (id, length) = add(stream, maxlen, fields)?;
     let length = length.map(|n| n as c_longlong);
     let id_text = id_text(&id);
     let (idp, idl) = (id_text.as_bytes().as_ptr().cast::<c_char>(), id_text.as_bytes().len());

@@ -99,6 +99,9 @@ pub struct SaleConfig {
     pub tag: u32,
     /// `Some` for the pool and the parts of a split sale.
     pub split: Option<SplitConfig>,
+    /// A draw sale's secret seed (`INIT ... DRAW`), drawn on the master:
+    /// replicas and the AOF get it inside INIT's effect.
+    pub draw: Option<[u8; 32]>,
 }
 
 impl SplitConfig {
@@ -151,6 +154,9 @@ impl SaleConfig {
                 MAXLEN.check(n)?;
             }
         }
+        if self.draw.is_some() && self.end_ms == OPEN_END {
+            return Err(ConfigError("DRAW needs END: the end of registration".into()));
+        }
         if let Some(split) = &self.split {
             let peers: Vec<&[u8]> = split.peers.iter().map(|p| &**p).collect();
             if SplitConfig::new(None, &split.round, &peers)? != *split {
@@ -166,7 +172,18 @@ mod tests {
     use super::*;
 
     fn plain() -> SaleConfig {
-        SaleConfig { total: 10, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None }
+        SaleConfig {
+            total: 10,
+            shards: 1,
+            limit: 1,
+            hold_ms: 0,
+            start_ms: 0,
+            end_ms: OPEN_END,
+            stream: None,
+            tag: 0,
+            split: None,
+            draw: None,
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use crate::rules::buckets::Take;
 use crate::rules::reservation::{Reservation, State};
-use crate::rules::sale::{EffectError, Sale, SaleConfig};
+use crate::rules::sale::{EffectError, EntrantRec, Sale, SaleConfig};
 use crate::rules::transfers::Counters;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,23 @@ pub enum Effect {
         allocation: Vec<u64>,
         peers: Vec<(Box<[u8]>, Counters)>,
         tids: Vec<Box<[u8]>>,
+    },
+    /// New entrants of a draw sale (ENTER makes one; an AOF rewrite
+    /// restores them with their results).
+    Entrants(Vec<EntrantRec>),
+    /// One DRAW call: the draw's stock, the entrants it looked at, and the
+    /// winners' reservations in draw order.
+    Drawn {
+        stock: u64,
+        examined: u32,
+        records: Vec<Reservation>,
+    },
+    /// Waitlist promotions: new pending reservations of waiting entrants.
+    Promoted(Vec<Reservation>),
+    /// AOF rewrite: the draw's progress once its entrants are back.
+    DrawProgress {
+        stock: Option<u64>,
+        examined: u32,
     },
 }
 
@@ -112,6 +129,20 @@ impl Effect {
             Effect::Send { peer, tid, takes } => sale.send(peer, tid, takes),
             Effect::Recv { peer, sent_total, credits } => sale.recv(peer, *sent_total, credits),
             Effect::Transfers { allocation, peers, tids } => sale.restore_transfers(allocation.clone(), peers.clone(), tids.clone()),
+            Effect::Entrants(entrants) => sale.add_entrants(entrants),
+            Effect::Drawn { stock, examined, records } => sale.apply_drawn(*stock, *examined, records),
+            Effect::Promoted(records) => sale.apply_promoted(records),
+            Effect::DrawProgress { stock, examined } => sale.restore_draw(*stock, *examined),
+        }
+    }
+
+    /// The `via` field of the `reserved` stream entries this effect makes:
+    /// `draw` for a draw's winners, `waitlist` for promotions.
+    pub fn via(&self) -> Option<&'static str> {
+        match self {
+            Effect::Drawn { .. } => Some("draw"),
+            Effect::Promoted(_) => Some("waitlist"),
+            _ => None,
         }
     }
 
@@ -132,7 +163,13 @@ impl Effect {
     fn each_event(&self, f: &mut dyn FnMut(Event, &[u8])) {
         match self {
             // Transfers write no stream entry and name no reservation.
-            Effect::Init(_) | Effect::Send { .. } | Effect::Recv { .. } | Effect::Transfers { .. } => {}
+            Effect::Init(_)
+            | Effect::Send { .. }
+            | Effect::Recv { .. }
+            | Effect::Transfers { .. }
+            | Effect::Entrants(_)
+            | Effect::DrawProgress { .. } => {}
+            Effect::Drawn { records, .. } | Effect::Promoted(records) => records.iter().for_each(|r| f(Event::Reserved, &r.id)),
             Effect::Records(recs) => recs.iter().for_each(|r| {
                 let ev = match r.state {
                     State::Pending => Event::Reserved,
@@ -183,6 +220,22 @@ pub fn rebuild(sale: &Sale, batch: usize, mut f: impl FnMut(&Effect)) {
     }
     if !records.is_empty() {
         f(&Effect::Records(records));
+    }
+    if let Some((entrants, stock, examined)) = sale.draw_state() {
+        let per = batch.max(1);
+        let mut part = Vec::with_capacity(per);
+        for e in entrants {
+            part.push(e);
+            if part.len() == per {
+                f(&Effect::Entrants(std::mem::take(&mut part)));
+            }
+        }
+        if !part.is_empty() {
+            f(&Effect::Entrants(part));
+        }
+        if stock.is_some() {
+            f(&Effect::DrawProgress { stock, examined });
+        }
     }
 }
 
@@ -257,7 +310,18 @@ mod tests {
     use super::*;
 
     fn sale_with(total: u64) -> Sale {
-        Sale::new(SaleConfig { total, shards: 1, limit: 10, hold_ms: 0, start_ms: 0, end_ms: u64::MAX, stream: None, tag: 1, split: None })
+        Sale::new(SaleConfig {
+            total,
+            shards: 1,
+            limit: 10,
+            hold_ms: 0,
+            start_ms: 0,
+            end_ms: u64::MAX,
+            stream: None,
+            tag: 1,
+            split: None,
+            draw: None,
+        })
     }
 
     fn record(id: &[u8], qty: u64, state: State) -> Reservation {

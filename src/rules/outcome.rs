@@ -16,6 +16,21 @@ pub enum Refusal {
     SoldOut,
 }
 
+/// Why an ENTER adds no entrant (statuses, then the REQID errors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnterRefusal {
+    /// Not a draw sale: an error.
+    NotDraw,
+    AlreadyEntered,
+    /// Another entrant gave this REQID: an error.
+    ReqidOfEntrant,
+    /// A reservation has this id: an error.
+    ReqidOfReservation,
+    Drawn,
+    NotStarted,
+    Ended,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReleaseOutcome {
     Released,

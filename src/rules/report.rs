@@ -22,6 +22,8 @@ pub struct Report {
     /// For a part of a split sale, and for a key that ever sent or
     /// received: plain sales keep the report they always had.
     pub transfers: Option<TransferReport>,
+    /// A draw sale's fields (`INIT ... DRAW`); other sales have none.
+    pub draw: Option<crate::rules::sale::DrawReport>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,6 +74,7 @@ impl Report {
             shards: sale.buckets().remaining().to_vec(),
             invariant_ok: sale.invariant_holds(),
             transfers: TransferReport::of(sale),
+            draw: sale.draw_report(),
         }
     }
 }
@@ -87,6 +90,8 @@ pub enum Value {
     /// A status word (a simple string in RESP).
     Word(&'static CStr),
     List(Vec<Value>),
+    /// Nil (JSON null).
+    Null,
 }
 
 /// A reply document: named fields in the SPEC's order.
@@ -123,6 +128,19 @@ impl Report {
                 ("sent", Value::Int(t.sent)),
                 ("received", Value::Int(t.received)),
                 ("peers", Value::List(t.peers.iter().map(peer).collect())),
+            ]);
+        }
+        if let Some(d) = &self.draw {
+            use crate::rules::sale::draw::hex;
+            fields.extend([
+                ("mode", Value::Word(c"draw")),
+                ("entrants", Value::Int(d.entrants)),
+                ("drawn", Value::Int(d.drawn)),
+                ("left_to_draw", Value::Int(d.left_to_draw)),
+                ("waitlist", Value::Int(d.waitlist)),
+                ("draw_stock", d.draw_stock.map_or(Value::Null, Value::Int)),
+                ("seed_commitment", Value::Text(hex(&d.seed_commitment))),
+                ("seed", d.seed.map_or(Value::Null, |s| Value::Text(hex(&s)))),
             ]);
         }
         Doc(fields)
@@ -167,6 +185,7 @@ impl Serialize for Value {
             Value::Text(b) => s.serialize_str(&String::from_utf8_lossy(b)),
             Value::Word(w) => s.serialize_str(&w.to_string_lossy()),
             Value::List(items) => s.collect_seq(items),
+            Value::Null => s.serialize_unit(),
         }
     }
 }
@@ -207,6 +226,7 @@ mod tests {
             stream: None,
             tag: 1,
             split: None,
+            draw: None,
         });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
         s.add_record(rec.as_new()).unwrap();

@@ -270,7 +270,7 @@ mod tests {
     use crate::wire::encoding::{decode, encode};
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
-        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
+        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None, draw: None }
     }
 
     /// A part of a split sale in round `r1` whose peers are `p` and `q`.

@@ -169,7 +169,8 @@ impl From<ConfigError> for ArgError {
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let total = parse_u64(config::TOTAL.name, total, config::TOTAL.min, config::TOTAL.max)?;
-    let mut sale = SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None };
+    let mut sale =
+        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None, draw: None };
     let (mut ttl_s, mut replace) = (None, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
@@ -200,6 +201,11 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
             Some("REPLACE") => {
                 o.once("REPLACE")?;
                 replace = true;
+            }
+            Some("DRAW") => {
+                // The seed is the master's to draw (`commands::init`).
+                o.once("DRAW")?;
+                sale.draw = Some([0; 32]);
             }
             _ => return unknown_option(word),
         }
@@ -241,6 +247,39 @@ pub fn parse_reserve<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReserveArgs<'a>> {
         }
     }
     Ok(out)
+}
+
+/// DRAW's COUNT: winners per call at the most (it looks at 4 x COUNT
+/// entrants at the most).
+pub const MAX_DRAW_COUNT: u64 = 10_000;
+pub const DEFAULT_DRAW_COUNT: u64 = 1000;
+/// ENTRANTS' COUNT: entrants per page at the most.
+pub const MAX_ENTRANTS_COUNT: u64 = 1000;
+pub const DEFAULT_ENTRANTS_COUNT: u64 = 100;
+
+/// `[COUNT n]`, alone: `n` from 1 to `max`, `default` without it.
+fn parse_count(args: &[&[u8]], max: u64, default: u64) -> ArgResult<usize> {
+    let mut count = default;
+    let mut o = Options::new(args);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("COUNT") => count = o.number("COUNT", 1, max)?,
+            _ => return unknown_option(word),
+        }
+    }
+    Ok(count as usize)
+}
+
+/// `SECKILL.DRAW key [COUNT n]`; `args` starts after the key.
+pub fn parse_draw(args: &[&[u8]]) -> ArgResult<usize> {
+    parse_count(args, MAX_DRAW_COUNT, DEFAULT_DRAW_COUNT)
+}
+
+/// `SECKILL.ENTRANTS key cursor [COUNT n]`; `args` starts after the key.
+pub fn parse_entrants(args: &[&[u8]]) -> ArgResult<(u64, usize)> {
+    let (cursor, rest) = args.split_first().ok_or(ArgError::Arity)?;
+    let cursor = parse_u64("cursor", cursor, 0, u64::MAX)?;
+    Ok((cursor, parse_count(rest, MAX_ENTRANTS_COUNT, DEFAULT_ENTRANTS_COUNT)?))
 }
 
 /// `SECKILL.RELEASE|CONFIRM|GET key reservation-id`.

@@ -6,7 +6,7 @@ use crate::rules::buckets::Take;
 pub use crate::rules::digits::Digits;
 use crate::rules::effect::{single_record, Effect};
 use crate::rules::reservation::{NewRecord, Reservation, State};
-use crate::rules::sale::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
+use crate::rules::sale::{EntrantRec, EntrantResult, SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
 use crate::rules::transfers::Counters;
 use crate::wire::args::{parse_u64, ArgError, ArgResult};
 
@@ -42,6 +42,9 @@ impl EffectArgs for Effect {
                     out.extend([b"SPLIT".to_vec(), split.round.to_vec(), num(split.peers.len() as u64)]);
                     out.extend(split.peers.iter().map(|p| p.to_vec()));
                 }
+                if let Some(seed) = &c.draw {
+                    out.extend([b"DRAW".to_vec(), crate::rules::sale::draw::hex(seed).into_vec()]);
+                }
             }
             Effect::Records(recs) => {
                 if let Some((r, nums)) = single_record(self).and_then(|r| Some((r, pending_form(&r.as_new())?))) {
@@ -49,14 +52,7 @@ impl EffectArgs for Effect {
                     return out;
                 }
                 out.push(b"RECORDS".to_vec());
-                for r in recs {
-                    out.push(r.id.to_vec());
-                    out.push(r.user.to_vec());
-                    for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
-                        out.push(num(n));
-                    }
-                    push_takes(&mut out, &r.takes);
-                }
+                push_records(&mut out, recs);
             }
             Effect::Release(id) => out.extend([b"RELEASE".to_vec(), id.to_vec()]),
             Effect::Confirm(id) => out.extend([b"CONFIRM".to_vec(), id.to_vec()]),
@@ -84,6 +80,26 @@ impl EffectArgs for Effect {
                 out.extend([b"RECV".to_vec(), peer.to_vec(), num(*sent_total)]);
                 push_takes(&mut out, credits);
             }
+            Effect::Entrants(entrants) => {
+                out.push(b"ENTER".to_vec());
+                for e in entrants {
+                    let code = u64::from(e.result.code()) | if e.reqid.is_some() { 4 } else { 0 };
+                    out.extend([e.user.to_vec(), num(e.qty), num(code)]);
+                    out.extend(e.reqid.iter().map(|r| r.to_vec()));
+                }
+            }
+            Effect::Drawn { stock, examined, records } => {
+                out.extend([b"DRAWN".to_vec(), num(*stock), num(u64::from(*examined))]);
+                push_records(&mut out, records);
+            }
+            Effect::Promoted(records) => {
+                out.push(b"PROMOTED".to_vec());
+                push_records(&mut out, records);
+            }
+            Effect::DrawProgress { stock, examined } => {
+                out.extend([b"DRAWSTATE".to_vec(), num(u64::from(*examined))]);
+                out.extend(stock.map(num));
+            }
             Effect::Transfers { allocation, peers, tids } => {
                 out.push(b"TRANSFERS".to_vec());
                 out.push(num(allocation.len() as u64));
@@ -104,14 +120,43 @@ impl EffectArgs for Effect {
         let effect = match op.to_ascii_uppercase().as_slice() {
             b"INIT" => Effect::Init(r.config()?),
             b"RECORDS" => {
-                let mut recs = Vec::new();
-                while !r.done() {
-                    recs.push(r.record()?);
-                }
+                let recs = r.records()?;
                 if recs.is_empty() {
                     return Err(ArgError::Arity);
                 }
                 Effect::Records(recs)
+            }
+            b"ENTER" => {
+                let mut entrants = Vec::new();
+                while !r.done() {
+                    let user = r.id()?;
+                    let qty = r.u64("qty", 1, MAX_TOTAL)?;
+                    let code = r.u64("entrant code", 0, 7)?;
+                    let result = EntrantResult::from_code(code & 3).ok_or(ArgError::Arity)?;
+                    let reqid = if code & 4 != 0 { Some(r.id()?) } else { None };
+                    entrants.push(EntrantRec { user, qty, reqid, result });
+                }
+                if entrants.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Entrants(entrants)
+            }
+            b"DRAWN" => {
+                let stock = r.u64("stock", 0, MAX_TOTAL)?;
+                let examined = r.u64("examined", 0, u64::from(u32::MAX))? as u32;
+                Effect::Drawn { stock, examined, records: r.records()? }
+            }
+            b"PROMOTED" => {
+                let recs = r.records()?;
+                if recs.is_empty() {
+                    return Err(ArgError::Arity);
+                }
+                Effect::Promoted(recs)
+            }
+            b"DRAWSTATE" => {
+                let examined = r.u64("examined", 0, u64::from(u32::MAX))? as u32;
+                let stock = if r.done() { None } else { Some(r.u64("stock", 0, MAX_TOTAL)?) };
+                Effect::DrawProgress { stock, examined }
             }
             b"PENDING" => Effect::Records(vec![r.pending()?]),
             b"RELEASE" => Effect::Release(r.id()?),
@@ -224,8 +269,37 @@ pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u
     Ok((effect, Some(StreamTail { ms, seq, length })))
 }
 
+/// A draw seed as 64 hex digits.
+fn parse_seed(hex: &[u8]) -> ArgResult<[u8; 32]> {
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut seed = [0u8; 32];
+    if hex.len() != 64 {
+        return Err(ArgError::Msg("ERR bad draw seed".into()));
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => seed[i] = h << 4 | l,
+            _ => return Err(ArgError::Msg("ERR bad draw seed".into())),
+        }
+    }
+    Ok(seed)
+}
+
 fn num(n: u64) -> Vec<u8> {
     n.to_string().into_bytes()
+}
+
+/// Records as RECORDS writes them: `id user qty state created deadline
+/// ntakes (bucket qty)...` each.
+fn push_records(out: &mut Vec<Vec<u8>>, recs: &[Reservation]) {
+    for r in recs {
+        out.push(r.id.to_vec());
+        out.push(r.user.to_vec());
+        for n in [r.qty, u64::from(r.state.code()), r.created_ms, r.deadline_ms, r.takes.len() as u64] {
+            out.push(num(n));
+        }
+        push_takes(out, &r.takes);
+    }
 }
 
 fn push_takes(out: &mut Vec<Vec<u8>>, takes: &[Take]) {
@@ -332,10 +406,11 @@ impl<'a> Reader<'a> {
         } else {
             None
         };
+        let draw = if self.next_is(b"DRAW") { Some(parse_seed(self.raw()?)?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw };
         config.check()?;
         Ok(config)
     }
@@ -356,6 +431,15 @@ impl<'a> Reader<'a> {
         }
         let takes = vec![Take { bucket, qty }];
         Ok(Reservation { id, user, qty, state: State::Pending, created_ms, deadline_ms, takes })
+    }
+
+    /// Records to the end.
+    fn records(&mut self) -> ArgResult<Vec<Reservation>> {
+        let mut recs = Vec::new();
+        while !self.done() {
+            recs.push(self.record()?);
+        }
+        Ok(recs)
     }
 
     fn record(&mut self) -> ArgResult<Reservation> {
@@ -414,9 +498,29 @@ mod tests {
             stream: Some(StreamConfig { key: b"s".to_vec().into(), maxlen: Some(5), owner: b"k".to_vec().into() }),
             tag: 7,
             split: Some(SplitConfig::new(None, b"r9", &[b"b", b"a"]).unwrap()),
+            draw: Some([0xa5; 32]),
         };
-        roundtrip(Effect::Init(config.clone()));
-        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, ..config }));
+        roundtrip(Effect::Init(SaleConfig { end_ms: 99, ..config.clone() }));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, ..config }));
+        let rec = |id: &[u8]| Reservation {
+            id: id.into(),
+            user: b"u1".to_vec().into(),
+            qty: 2,
+            state: State::Pending,
+            created_ms: 5,
+            deadline_ms: 9,
+            takes: vec![Take { bucket: 0, qty: 2 }],
+        };
+        use crate::rules::sale::{EntrantRec, EntrantResult};
+        roundtrip(Effect::Entrants(vec![
+            EntrantRec { user: b"u".to_vec().into(), qty: 2, reqid: None, result: EntrantResult::Entered },
+            EntrantRec { user: b"v".to_vec().into(), qty: 1, reqid: Some(b"r".to_vec().into()), result: EntrantResult::Promoted },
+        ]));
+        roundtrip(Effect::Drawn { stock: 10, examined: 4, records: vec![rec(b"a"), rec(b"b")] });
+        roundtrip(Effect::Drawn { stock: 0, examined: 0, records: vec![] });
+        roundtrip(Effect::Promoted(vec![rec(b"c")]));
+        roundtrip(Effect::DrawProgress { stock: Some(3), examined: 7 });
+        roundtrip(Effect::DrawProgress { stock: None, examined: 0 });
         // An INIT effect from before owners: the owner is left for the
         // EFFECT command to fill with its key.
         let old: [&[u8]; 11] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"STREAM", b"s", b"0"];

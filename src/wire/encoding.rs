@@ -1,6 +1,10 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
+//! Version 4: `version, config, bucket remainders, transfers, reservations,
+//! [draw]`; the config ends with the draw flag (`0`, or `1` and the 32
+//! seed bytes), and a draw sale's entrants and progress follow the
+//! reservations (`Reader::draw`). Version 3 (still read) has no draw.
 //! Version 3: `version, config, bucket remainders, transfers, reservations`,
 //! integers as LEB128 varints, byte strings as `len, bytes`. `transfers` is
 //! `0` for a sale that never sent or received, else `1, bucket allocations,
@@ -16,10 +20,10 @@
 
 use crate::rules::buckets::Take;
 use crate::rules::reservation::{NewRecord, State};
-use crate::rules::sale::{Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
+use crate::rules::sale::{EntrantRec, EntrantResult, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
 use crate::rules::transfers::Counters;
 
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 
 /// Bucket allocations, peers and transfer ids, as stored.
 type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
@@ -54,6 +58,13 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
             }
         }
     }
+    match &c.draw {
+        None => put(&mut out, 0),
+        Some(seed) => {
+            put(&mut out, 1);
+            out.extend_from_slice(seed);
+        }
+    }
     for &r in sale.buckets().remaining() {
         put(&mut out, r);
     }
@@ -73,6 +84,25 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
             put(&mut out, u64::from(t.bucket));
             put(&mut out, t.qty);
         }
+    }
+    if let Some((entrants, stock, examined)) = sale.draw_state() {
+        put(&mut out, sale.entrant_count() as u64);
+        for e in entrants {
+            put_bytes(&mut out, &e.user);
+            put(&mut out, e.qty);
+            put(&mut out, u64::from(e.result.code()) | if e.reqid.is_some() { 4 } else { 0 });
+            if let Some(r) = &e.reqid {
+                put_bytes(&mut out, r);
+            }
+        }
+        match stock {
+            None => put(&mut out, 0),
+            Some(s) => {
+                put(&mut out, 1);
+                put(&mut out, s);
+            }
+        }
+        put(&mut out, u64::from(examined));
     }
     out
 }
@@ -125,6 +155,9 @@ pub fn decode_as(bytes: &[u8], name: Option<&[u8]>) -> Result<Sale, DecodeError>
     for _ in 0..count {
         let rec = r.record(&mut takes)?;
         sale.add_record(rec).map_err(|e| DecodeError(e.0))?;
+    }
+    if sale.is_draw() {
+        r.draw(&mut sale)?;
     }
     if r.left() != 0 {
         return Err(DecodeError("trailing bytes"));
@@ -247,7 +280,8 @@ impl<'a> Reader<'a> {
             _ => return Err(DecodeError("bad stream flag")),
         };
         let split = if version >= 3 { self.split()? } else { None };
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split };
+        let draw = if version >= 4 { self.seed()? } else { None };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw };
         config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
         Ok(config)
     }
@@ -267,6 +301,49 @@ impl<'a> Reader<'a> {
             return Err(DecodeError("peers out of order"));
         }
         crate::rules::config::SplitConfig::new(None, round, &peers).map(Some).map_err(|_| DecodeError("bad split"))
+    }
+
+    /// The draw flag (version 4): `0`, or `1` and the 32 seed bytes.
+    fn seed(&mut self) -> Result<Option<[u8; 32]>, DecodeError> {
+        match self.u64()? {
+            0 => Ok(None),
+            1 => {
+                let bytes = self.bytes.get(self.pos..self.pos + 32).ok_or(DecodeError("payload ends early"))?;
+                self.pos += 32;
+                let mut seed = [0u8; 32];
+                seed.copy_from_slice(bytes);
+                Ok(Some(seed))
+            }
+            _ => Err(DecodeError("bad draw flag")),
+        }
+    }
+
+    /// The draw section (version 4, draw sales): entrants in entry order
+    /// (`user, qty, code, [reqid]`, code = result + 4 with a REQID), then
+    /// the stock (`0`, or `1, stock`) and the entrants looked at.
+    fn draw(&mut self, sale: &mut Sale) -> Result<(), DecodeError> {
+        // An entrant takes at least 4 bytes: never trust a count to allocate.
+        let n = self.bounded(self.left() as u64 / 4, "too many entrants")?;
+        let mut batch = Vec::with_capacity(n.min(1024) as usize);
+        for i in 0..n {
+            let user: Box<[u8]> = self.bytes()?.into();
+            let qty = self.u64()?;
+            let code = self.bounded(7, "bad entrant code")?;
+            let result = EntrantResult::from_code(code & 3).ok_or(DecodeError("bad entrant result"))?;
+            let reqid = if code & 4 != 0 { Some(self.bytes()?.into()) } else { None };
+            batch.push(EntrantRec { user, qty, reqid, result });
+            if batch.len() == 1024 || i + 1 == n {
+                sale.add_entrants(&batch).map_err(|e| DecodeError(e.0))?;
+                batch.clear();
+            }
+        }
+        let stock = match self.u64()? {
+            0 => None,
+            1 => Some(self.u64()?),
+            _ => return Err(DecodeError("bad draw stock flag")),
+        };
+        let examined = self.bounded(u64::from(u32::MAX), "bad draw progress")? as u32;
+        sale.restore_draw(stock, examined).map_err(|e| DecodeError(e.0))
     }
 
     /// One record, borrowing its ids from the payload; `takes` is scratch.
@@ -296,7 +373,7 @@ mod tests {
     use crate::rules::sale::OPEN_END;
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
-        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None }
+        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None, draw: None }
     }
 
     /// Version 1 (no transfers section) and version 2 (no stream owner, no
@@ -308,12 +385,18 @@ mod tests {
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
         let v3 = encode(&s);
-        // A fresh plain sale's encoding ends with the split flag, the
-        // remainders (one byte each here), the transfers flag and the
-        // record count.
+        // A fresh plain sale's encoding ends with the split flag, the draw
+        // flag, the remainders (one byte each here), the transfers flag and
+        // the record count.
         let fresh = encode(&Sale::new(plain(10, 3)));
-        let (split_flag, transfers_flag) = (fresh.len() - 6, fresh.len() - 2);
-        assert_eq!((v3[0], v3[split_flag], v3[transfers_flag]), (3, 0, 0));
+        let (split_flag, draw_flag, transfers_flag) = (fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
+        let v4 = v3;
+        assert_eq!((v4[0], v4[split_flag], v4[draw_flag], v4[transfers_flag]), (4, 0, 0, 0));
+        let mut v3 = v4.clone();
+        v3[0] = 3;
+        v3.remove(draw_flag);
+        assert!(decode(&v3).unwrap() == s);
+        let (transfers_flag, split_flag) = (transfers_flag - 1, split_flag);
         let mut v2 = v3.clone();
         v2[0] = 2;
         v2.remove(split_flag);
@@ -323,17 +406,17 @@ mod tests {
         v1.remove(transfers_flag - 1);
         assert!(decode(&v1).unwrap() == s);
         let mut bad = v3.clone();
-        bad[0] = 4;
+        bad[0] = 5;
         assert!(decode(&bad).is_err());
         // A stream: version 2 had no owner.
         let stream = StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
         let with = Sale::new(SaleConfig { stream: Some(stream), ..plain(10, 1) });
-        let v3 = encode(&with);
-        let owner_at = v3.windows(2).position(|w| w == [1, b'k']).unwrap();
-        let mut v2: Vec<u8> = v3.clone();
+        let v4 = encode(&with);
+        let owner_at = v4.windows(2).position(|w| w == [1, b'k']).unwrap();
+        let mut v2: Vec<u8> = v4.clone();
         v2[0] = 2;
         v2.drain(owner_at..owner_at + 2);
-        v2.remove(owner_at); // the split flag after it
+        v2.drain(owner_at..owner_at + 2); // the split and draw flags after it
         assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());

@@ -6,7 +6,18 @@ use std::time::Instant;
 use super::*;
 
 fn open(limit: u64) -> SaleConfig {
-    SaleConfig { total: MAX_TOTAL, shards: 1, limit, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 7, split: None }
+    SaleConfig {
+        total: MAX_TOTAL,
+        shards: 1,
+        limit,
+        hold_ms: 0,
+        start_ms: 0,
+        end_ms: OPEN_END,
+        stream: None,
+        tag: 7,
+        split: None,
+        draw: None,
+    }
 }
 
 /// RESERVE as the module runs it: decide, then apply.

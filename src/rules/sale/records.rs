@@ -282,15 +282,18 @@ impl Records {
     }
 
     /// `<tag>-<seq>` for the next record; in the rare case a client already
-    /// took that id as its REQID, `<tag>-<seq>-<k>` with the smallest free k.
+    /// took that id as its REQID (a reservation's, or one `taken` says is
+    /// spoken for: a draw entrant's), `<tag>-<seq>-<k>` with the smallest
+    /// free k.
     #[inline]
-    pub(super) fn generate_id(&self, tag: u32) -> Digits {
+    pub(super) fn generate_id(&self, tag: u32, taken: impl Fn(&[u8]) -> bool) -> Digits {
         let seq = self.list.len() as u32;
         let mut id = Digits::default();
         write_generated(&mut id, tag, seq);
         // No record has this sequence number yet: only a client id can
         // hold the string, and most sales have none.
-        if self.client_ids.is_empty() || self.find(id.as_bytes(), tag).is_none() {
+        let free = |id: &Digits| self.find(id.as_bytes(), tag).is_none() && !taken(id.as_bytes());
+        if (self.client_ids.is_empty() && !taken(id.as_bytes())) || free(&id) {
             return id;
         }
         let base = id.len();
@@ -298,7 +301,7 @@ impl Records {
             id.truncate(base);
             id.push(b'-');
             id.push_u64(k);
-            if self.find(id.as_bytes(), tag).is_none() {
+            if free(&id) {
                 break;
             }
         }
@@ -356,6 +359,14 @@ impl Records {
         }
         self.tally.add(rec.state, rec.qty);
         seq
+    }
+
+    /// Room for `n` client ids in an index that has none yet (a draw's
+    /// first DRAW: its winners' REQIDs).
+    pub(super) fn presize_client_ids(&mut self, n: usize) {
+        if self.client_ids.is_empty() && n > 0 {
+            self.client_ids = SeqIndex::with_capacity(n);
+        }
     }
 
     /// Gives record `seq`, in no buyer's chain, a name of its own.
