@@ -251,7 +251,7 @@ pub fn parse_reserve<'a>(args: &'a [&'a [u8]]) -> ArgResult<ReserveArgs<'a>> {
 
 /// DRAW's COUNT: winners per call at the most (it looks at 4 x COUNT
 /// entrants at the most).
-pub const MAX_DRAW_COUNT: u64 = 10_000;
+pub const MAX_DRAW_COUNT: u64 = 1_000;
 pub const DEFAULT_DRAW_COUNT: u64 = 1000;
 /// ENTRANTS' COUNT: entrants per page at the most.
 pub const MAX_ENTRANTS_COUNT: u64 = 1000;

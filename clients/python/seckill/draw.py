@@ -38,8 +38,8 @@ R_DRAWN = 'drawn'            # won in the draw
 R_PROMOTED = 'promoted'      # won from the waitlist
 RESULTS = (R_ENTERED, R_DRAWN, R_PROMOTED)
 
-DEFAULT_DRAW_COUNT = 1000    # DRAW's COUNT (1..10000)
-MAX_DRAW_COUNT = 10000
+DEFAULT_DRAW_COUNT = 1000    # DRAW's COUNT (1..1000)
+MAX_DRAW_COUNT = 1000
 DEFAULT_PAGE = 100           # ENTRANTS' COUNT (1..1000)
 MAX_PAGE = 1000
 
