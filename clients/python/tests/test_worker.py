@@ -8,12 +8,16 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
 from seckill import Sale
 from seckill.faults import EXIT_CODE
 from seckill.pipeline.payment import pay
 from seckill.pipeline.retry import Backoff
 from seckill.pipeline.worker import Worker, backlog
+
+pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
 
 
 def group_pending(r):
