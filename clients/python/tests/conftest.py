@@ -112,6 +112,18 @@ def library_cluster(masters=3):
             c.close()
             return srv
 
+        def reserve_calls(self):
+            """FCALL calls per live master port: the library's functions
+            share that one counter (RESERVE, and the transfers' SEND and
+            RECV; INFO and GET are FCALL_RO)."""
+            out = {}
+            for n in self.nodes:
+                c = n.client()
+                if n.alive() and c.info('replication')['role'] == 'master':
+                    out[n.port] = int(c.info('commandstats').get('cmdstat_fcall', {}).get('calls', 0))
+                c.close()
+            return out
+
     return LibraryCluster(masters, module='unused: the nodes load no module')
 
 
