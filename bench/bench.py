@@ -698,10 +698,13 @@ def backend_report(bk, args):
              ' its round: the table gives the median of the per-round figures and of the per-round ratios'
              ' (lowest–highest). Script A has no stream: its RESERVE + STREAM is seed script B (A + `XADD`).'
              ' Server CPU per call: the event loop thread\'s CPU time (`/proc/<pid>/schedstat`) over the run'
-             ' ÷ calls; `usec_per_call`: `INFO commandstats` (`seckill.reserve`, `fcall`, `evalsha`).'
-             ' Ratio columns divide the row\'s own figures: module ÷ library > 1 on ops/s, < 1 on costs,'
-             ' means the module is ahead.'
-             % (args.redis_version, args.library_version, len(rounds), '{:,}'.format(args.backend_requests)),
+             ' ÷ calls; `usec_per_call`: `INFO commandstats` (`seckill.reserve`, `fcall`, `evalsha`), the'
+             ' wall time inside the call, which also counts time the server thread waited for the CPU (the'
+             ' machine\'s two cores are shared: load average %s at the start of the run, %s at its end), so'
+             ' the CPU rows are the steadier ones. Ratio columns divide the row\'s own figures: module ÷'
+             ' library > 1 on ops/s, < 1 on costs, means the module is ahead.'
+             % (args.redis_version, args.library_version, len(rounds), '{:,}'.format(args.backend_requests),
+                args.load_start, args.load_end),
              '',
              '| figure | module | library | script A | module ÷ library | library ÷ script A |',
              '|---|---:|---:|---:|---:|---:|']
@@ -760,7 +763,8 @@ def backend_report(bk, args):
               '| module ≥ 3× the library on RESERVE (ops/s) | %.2f× | %s |' % (res[0], 'yes' if res[0] >= 3 else '**no**'),
               '| library no slower than script A on RESERVE (ops/s) | %.2f× | %s |' % (
                   lib_a[0], 'yes' if lib_a[0] >= 1 else '**no**'),
-              '', 'Reproduce: `%s`' % args.command]
+              '', 'Reproduce: `%s` (`make bench` runs `bench/bench.py --module $(MODULE) $(BENCH_ARGS)`;'
+              ' the figures of another run differ, their ratios much less).' % args.command]
     return lines
 
 
@@ -790,6 +794,7 @@ def main():
                    help='only the backend column (a quick look; the report is not written)')
     args = p.parse_args()
     args.command = ' '.join(['bench/bench.py'] + sys.argv[1:])
+    args.load_start = '%.1f' % os.getloadavg()[0]
     workdir = os.path.join(ROOT, 'bench', 'out')
     os.makedirs(workdir, exist_ok=True)
     # Start empty: an RDB left by a previous run would be loaded, and a
@@ -806,6 +811,7 @@ def main():
         bk['expire'] = expire_rounds(srv, args.expire_rounds, args.expire_holds, args)
         bk['memory'] = backend_memory(srv, args.backend_sale_size)
         if args.skip_classic:
+            args.load_end = '%.1f' % os.getloadavg()[0]
             print('\n'.join(backend_report(bk, args)))
             return 0
         results = scenarios(srv.conn)
@@ -821,6 +827,7 @@ def main():
         mem = memory_and_rdb(srv, args.sale_size)
     finally:
         srv.stop()
+    args.load_end = '%.1f' % os.getloadavg()[0]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     svg_chart(results, os.path.join(os.path.dirname(args.out), 'chart.svg'))
     text = report(results, mem, lat, paired, args, bk)
