@@ -3,9 +3,13 @@
 # go to bench/reports/. MODULE=/path/to/other.so measures another build.
 #
 #   make bench            the module against the seed Lua scripts and native
-#                         commands, paired-round ratios, latency under load:
-#                         bench/reports/REPORT.md and chart.svg
-#                         (BENCH_ARGS='--module old.so --out /tmp/x.md')
+#                         commands, paired-round ratios, latency under load,
+#                         and the backend column (the module, the Functions
+#                         library, script A: ops/s, CPU per call, memory at
+#                         1M, expiry of 100k holds): bench/reports/REPORT.md
+#                         and chart.svg (BENCH_ARGS='--out /tmp/x.md';
+#                         '--loadgen path' skips building bench/loadgen;
+#                         MODULE=other.so measures a build without building)
 #   make bench-callgrind  server instructions per call (deterministic)
 #   make bench-hardening  stalls, idle CPU and memory peaks at huge sizes:
 #                         bench/reports/HARDENING.md, in the section of
@@ -21,7 +25,7 @@ CLUSTER_ARGS ?=
 
 .PHONY: bench bench-callgrind bench-hardening bench-cluster
 
-bench: build py-deps ## figures: RESERVE against the seed scripts and native commands (bench/reports/REPORT.md)
+bench: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build) py-deps ## figures: RESERVE against the seed scripts, native commands and the Functions library (bench/reports/REPORT.md)
 	$(PY) bench/bench.py --module $(MODULE) $(BENCH_ARGS)
 
 bench-callgrind: build ## server instructions per call under callgrind (RESERVE, RESERVE + STREAM, sold out, natives)

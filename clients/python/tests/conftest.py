@@ -2,7 +2,15 @@
 ports, and real databases: a SQLite file and a throwaway PostgreSQL server
 (Debian's `postgresql` package; run as the `postgres` user when we are
 root). Every test that touches the order store runs against both (the `db`
-fixture is parametrized)."""
+fixture is parametrized).
+
+The backend: `redis_server` (and `r`, `cluster`, `rc`) serve the module by
+default. A test marked `both_backends` (or a file with
+`pytestmark = pytest.mark.both_backends`) runs twice, `[module]` and
+`[functions]`: for `functions` the servers start without the module and get
+the Functions library (functions/seckill.lua) through
+`seckill.library.install`, what `python -m seckill functions install` runs;
+the client finds the backend by itself."""
 
 from __future__ import annotations
 
@@ -18,9 +26,10 @@ import time
 
 import pytest
 
+from seckill import library
 from seckill.pipeline.reconciler import create_sale
 from seckill.pipeline.store import SaleConfig, open_store
-from seckill._servers import PostgresServer, RedisServer, module_path
+from seckill._servers import PostgresServer, RedisServer, free_port, module_path
 
 KEY = 'sale:{t}'
 STREAM = 'sale:{t}:events'
@@ -35,9 +44,45 @@ def module():
     return path
 
 
+BACKENDS = ('module', 'functions')
+
+
+def pytest_configure(config):
+    config.addinivalue_line('markers', 'both_backends: run the test on the module and on the '
+                            'Functions library (the `backend` fixture)')
+
+
+def pytest_generate_tests(metafunc):
+    if 'backend' in metafunc.fixturenames and metafunc.definition.get_closest_marker('both_backends'):
+        metafunc.parametrize('backend', BACKENDS, indirect=True, scope='module')
+
+
+@pytest.fixture(scope='module')
+def backend(request):
+    """'module' (the default) or 'functions' (tests marked both_backends)."""
+    return getattr(request, 'param', 'module')
+
+
+def install_library(client):
+    """The Functions library, as `python -m seckill functions install` loads it."""
+    action, _ = library.install(client)
+    assert action == 'load'
+
+
+def start_redis(backend, request, **kw):
+    """A RedisServer serving `backend`, started."""
+    if backend == 'functions':
+        srv = RedisServer(load_module=False, **kw).start()
+        c = srv.client()
+        install_library(c)
+        c.close()
+        return srv
+    return RedisServer(module=request.getfixturevalue('module'), **kw).start()
+
+
 @pytest.fixture
-def redis_server(module):
-    srv = RedisServer(module=module).start()
+def redis_server(backend, request):
+    srv = start_redis(backend, request)
     yield srv
     srv.stop()
 
@@ -49,11 +94,48 @@ def r(redis_server):
     c.close()
 
 
-@pytest.fixture(scope='module')
-def cluster(module):
-    """Three masters (tests/clusters.py), one cluster per test module."""
+def library_cluster(masters=3):
+    """A Cluster (tests/clusters.py) whose nodes run without the module and
+    have the Functions library, loaded into each node as it starts (a replica
+    added later gets it from its master too)."""
     from clusters import Cluster
-    c = Cluster(3, module=module)
+
+    class LibraryCluster(Cluster):
+        def _node(self):
+            srv = RedisServer(load_module=False, port=free_port(cluster_bus=True), args=[
+                '--cluster-enabled', 'yes', '--cluster-node-timeout', str(self.node_timeout_ms),
+                '--cluster-replica-validity-factor', '0', '--cluster-require-full-coverage', 'no'])
+            self.nodes.append(srv)
+            srv.start()
+            c = srv.client()
+            install_library(c)
+            c.close()
+            return srv
+
+        def reserve_calls(self):
+            """FCALL calls per live master port: the library's functions
+            share that one counter (RESERVE, and the transfers' SEND and
+            RECV; INFO and GET are FCALL_RO)."""
+            out = {}
+            for n in self.nodes:
+                c = n.client()
+                if n.alive() and c.info('replication')['role'] == 'master':
+                    out[n.port] = int(c.info('commandstats').get('cmdstat_fcall', {}).get('calls', 0))
+                c.close()
+            return out
+
+    return LibraryCluster(masters, module='unused: the nodes load no module')
+
+
+@pytest.fixture(scope='module')
+def cluster(backend, request):
+    """Three masters (tests/clusters.py), one cluster per test module and
+    backend."""
+    if backend == 'functions':
+        c = library_cluster(3)
+    else:
+        from clusters import Cluster
+        c = Cluster(3, module=request.getfixturevalue('module'))
     yield c
     c.stop()
 

@@ -17,6 +17,8 @@ from seckill.pipeline.payment import cancel_order, pay
 from seckill.pipeline.reconciler import MARK_PAID, reconcile
 from seckill.pipeline.worker import Worker
 
+pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
+
 
 def test_pay_answers(db, r):
     store, sale, _ = orders_for(db, r, 3)

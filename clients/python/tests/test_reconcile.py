@@ -17,6 +17,8 @@ from seckill.pipeline.reconciler import (CANCEL, CANCEL_LOST, FLAG_CONFIRMED_UNP
 from seckill.pipeline.worker import Worker, backlog
 from seckill.protocol import Event
 
+pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
+
 
 def digest(r):
     return r.execute_command('DEBUG', 'DIGEST-VALUE', KEY)
@@ -302,11 +304,11 @@ def test_staging_key_shares_the_slot():
             staging_key(key)
 
 
-def test_rebuild_refuses_and_cleans_up(db, r, monkeypatch):
+def test_rebuild_refuses_and_cleans_up(db, r, monkeypatch, backend):
     """A leftover staging key (crashed rebuild) is replaced; a second rebuild
     while one holds the lock is refused; a key INITed by someone else
-    before the RENAMENX wins: the staging key is deleted, nothing else
-    changes."""
+    before the RENAMENX (the library: before its transaction) wins: the
+    staging key is deleted, nothing else changes."""
     from seckill.pipeline import reconciler
     store, sale, _w = orders_for(db, r, 3, total=5, hold_ms=60_000)
     assert pay(store, sale, 'o0', 'p0').outcome == 'PAID'
@@ -320,13 +322,17 @@ def test_rebuild_refuses_and_cleans_up(db, r, monkeypatch):
     assert sale.info() is None and Sale(r, staging).info()['total'] == 1000
     r.delete(lock)
 
-    real = reconciler._reconcile
+    hook = '_transaction' if backend == 'functions' else '_reconcile'
+    real = getattr(reconciler, hook)
 
     def racing(*a, **kw):
+        if backend == 'functions':
+            sale.init(7)                              # before the WATCHed transaction
         out = real(*a, **kw)
-        sale.init(7)                                  # someone INITs the key meanwhile
+        if backend == 'module':
+            sale.init(7)                              # someone INITs the key meanwhile
         return out
-    monkeypatch.setattr(reconciler, '_reconcile', racing)
+    monkeypatch.setattr(reconciler, hook, racing)
     with pytest.raises(RuntimeError, match='exists'):
         rebuild(store, r, KEY)
     assert sale.info()['total'] == 7 and sale.info()['pending'] == 0
@@ -342,15 +348,21 @@ def test_rebuild_refuses_and_cleans_up(db, r, monkeypatch):
         rebuild(store, r, KEY)
 
 
-def test_rebuilt_holds_expire_on_the_published_key(db, r):
+def test_rebuilt_holds_expire_on_the_published_key(db, r, backend):
     """Holds restored under the staging key keep their expiry schedule and
-    stream across the RENAMENX: the master releases them on the real key,
-    and the worker cancels their orders."""
+    stream across the RENAMENX: the master releases them on the real key
+    (the library: the worker's seckill_expire), and the worker cancels
+    their orders."""
     store, sale, w = orders_for(db, r, 2, total=4, hold_ms=1500)
     r.flushall()
     out = rebuild(store, r, KEY)
     assert out.done == {RESTORE: ['o0', 'o1']}
-    wait_for(lambda: sale.info()['expired'] == 2, timeout=10, what='the restored holds to expire')
+
+    def expired():
+        if backend == 'functions':
+            w.expire()          # no timer: the worker releases them
+        return sale.info()['expired'] == 2
+    wait_for(expired, timeout=10, what='the restored holds to expire')
     info = sale.info()
     assert (info['pending'], info['remaining'], info['invariant']) == (0, 4, 'ok')
     w.drain()

@@ -8,12 +8,17 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
 from seckill import Sale
+from seckill.backend import to_functions
 from seckill.faults import EXIT_CODE
 from seckill.pipeline.payment import pay
 from seckill.pipeline.retry import Backoff
 from seckill.pipeline.worker import Worker, backlog
+
+pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
 
 
 def group_pending(r):
@@ -227,3 +232,24 @@ def test_worker_rides_out_a_redis_restart(db, r, redis_server):
         sale.reserve('u2', reqid='o2')
         wait_for(lambda: store.order('o2') is not None and drained(r), what='o2 after the restart')
     assert {o.rid for o in store.orders(KEY)} == {'o0', 'o1', 'o2'}
+
+
+def test_holds_run_out_with_no_other_traffic(db, r, backend):
+    """Nothing but a running worker touches the sale: its holds still run
+    out and their orders are cancelled (the module's timer; on the library,
+    the worker's own seckill_expire every expire_every_s)."""
+    store = db.store()
+    cfg = make_sale(store, r, total=600, hold_ms=300, limit=1)
+    sale = Sale(r, KEY)
+    pipe = r.pipeline(transaction=False)     # at once: none runs out before the worker starts
+    for i in range(300):                     # more than one seckill_expire call releases
+        args = ['SECKILL.RESERVE', KEY, 'u%d' % i, 'REQID', 'o%d' % i]
+        pipe.execute_command(*(to_functions(args) if backend == 'functions' else args))
+    pipe.execute()
+    w = Worker(r, store, [cfg], consumer='w', block_ms=100, expire_every_s=0.2)
+    with WorkerThread(w):
+        wait_for(lambda: store.summary(KEY)['CANCELLED']['orders'] == 300, what='expired orders')
+    assert {o.cancel_reason for o in store.orders(KEY)} == {'expired'}
+    info = sale.info()
+    assert (info['expired'], info['pending'], info['remaining']) == (300, 0, 600)
+    assert w.stats.expired == (300 if backend == 'functions' else 0)

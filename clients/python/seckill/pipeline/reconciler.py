@@ -27,7 +27,12 @@ apply would do.
 rebuild() is the same pass against a sale that Redis lost, built under a
 staging key in the sale's slot and published with one RENAMENX once it
 holds every order: a buyer retrying through the outage gets NO_SALE until
-then, never a unit the ledger holds.
+then, never a unit the ledger holds. On the Functions library a renamed
+sale would write no stream entries (the library cannot follow a RENAME:
+docs/managed-redis.md), so there the whole pass is one MULTI/EXEC on the
+sale key itself: the same guarantee (no buyer runs between its commands),
+paid for by a server busy for the whole transaction (about 20 µs a ledger
+row on the test machine).
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import redis
 
+from .. import backend as be
+from .. import protocol as p
+from .._driver import Driver
 from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult, text
 from ..sale import Sale, SaleMissing
 from ..split_protocol import hash_tag, key_slot
@@ -188,10 +196,7 @@ def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_siz
     against `sale` (the same key, or rebuild's staging key). `tick` is
     called between steps (rebuild keeps its lock alive with it)."""
     tick = tick or (lambda: None)
-    orders = {o.rid: o for o in store.orders(ledger_key)}
-    by_state: Dict[str, List[Order]] = {PAID: [], UNPAID: [], CANCELLED: []}
-    for o in orders.values():
-        by_state[o.state].append(o)
+    orders, by_state = _ledger(store, ledger_key)
     # PAID first: they have the first claim on the stock.
     paid = sale.reconcile([o.row() for o in by_state[PAID]], apply=apply, expire=apply,
                           chunk_size=chunk_size)
@@ -203,11 +208,25 @@ def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_siz
     out = Outcome(ledger_key, apply, paid, unpaid, cancelled, planned)
     if apply:
         out.done = _execute(store, sale, planned, orders, tick)
-        if out.conflicts:
-            log.error('sale %s: %d PAID orders the stock cannot cover: %s', ledger_key,
-                      len(out.conflicts), out.conflicts[:20])
+    return _finish(out, store, sale)
+
+
+def _ledger(store: Store, key: str) -> Tuple[Dict[str, Order], Dict[str, List[Order]]]:
+    """The sale's orders by id, and by state."""
+    orders = {o.rid: o for o in store.orders(key)}
+    by_state: Dict[str, List[Order]] = {PAID: [], UNPAID: [], CANCELLED: []}
+    for o in orders.values():
+        by_state[o.state].append(o)
+    return orders, by_state
+
+
+def _finish(out: Outcome, store: Store, sale: Sale) -> Outcome:
+    """The outcome's report and ledger summary; conflicts logged."""
+    if out.applied and out.conflicts:
+        log.error('sale %s: %d PAID orders the stock cannot cover: %s', out.sale,
+                  len(out.conflicts), out.conflicts[:20])
     out.report = sale.info()
-    out.ledger = store.summary(ledger_key)
+    out.ledger = store.summary(out.sale)
     return out
 
 
@@ -242,8 +261,13 @@ def _restore(store: Store, sale: Sale, o: Order) -> bool:
     current = store.order(o.rid)
     if current is None or current.state != UNPAID:
         return False
-    res = sale.reserve(o.user, o.qty, reqid=o.rid)
-    if res.status in (RESERVED, DUPLICATE):
+    return _restored(store, sale, o, sale.reserve(o.user, o.qty, reqid=o.rid).status)
+
+
+def _restored(store: Store, sale: Sale, o: Order, status: str) -> bool:
+    """The order after its RESERVE answered `status`: its new deadline, or
+    cancelled when the sale refused it (or it is released already)."""
+    if status in (RESERVED, DUPLICATE):
         got = sale.get(o.rid)
         if got is not None and got['state'] == 'released':
             store.cancel(o.rid, 'released')
@@ -251,7 +275,7 @@ def _restore(store: Store, sale: Sale, o: Order) -> bool:
         if got is not None and got.get('deadline_ms'):
             store.set_deadline(o.rid, got['deadline_ms'])
         return True
-    log.info('restore %s: %s; order cancelled', o.rid, res.status)
+    log.info('restore %s: %s; order cancelled', o.rid, status)
     store.cancel(o.rid, 'lost')
     return False
 
@@ -343,7 +367,8 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
     the key answers NO_SALE; after it the sale has every order back.
     Refuses when the sale exists (use reconcile), before and at the
     RENAMENX (someone INITed the key meanwhile: the staging key is
-    deleted), and while another rebuild of the sale runs."""
+    deleted), and while another rebuild of the sale runs. On the Functions
+    library: one MULTI/EXEC instead (the module docstring)."""
     cfg = store.load_sale(key)
     if cfg is None:
         raise LookupError('sale %r is not in the database' % key)
@@ -355,6 +380,17 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
     if not lock.acquire():
         raise RuntimeError('sale %r: another rebuild is running (lock %s; a crashed one\'s '
                            'lock runs out within %d s)' % (key, lock.key, lock_ms // 1000))
+    if Driver(r)._resolve() == be.FUNCTIONS:
+        try:
+            r.delete(staging)                  # a crashed rebuild's leftover (the module's way)
+            out = _rebuild_in_one_transaction(store, r, cfg, chunk_size)
+            if out is None:
+                raise exists
+            if cfg.stream:
+                ensure_group(r, cfg.stream, group)
+            return out
+        finally:
+            lock.release()
     published = False
     try:
         r.delete(staging)                      # a crashed rebuild's leftover
@@ -372,6 +408,76 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
         if not published:
             r.delete(staging)
         lock.release()
+
+
+def _rebuild_in_one_transaction(store: Store, r: Any, cfg: SaleConfig,
+                                chunk_size: int) -> Optional[Outcome]:
+    """rebuild() on the Functions library: INIT of the sale key, RECONCILE
+    APPLY of the PAID orders, the report-only RECONCILEs of the UNPAID and
+    CANCELLED ones, and the RESERVE (same id) of every UNPAID order whose
+    hold would still run, in one MULTI/EXEC (WATCH on the key). On a lost
+    sale those are the actions _reconcile would plan (every UNPAID order is
+    `unknown` to the new sale). None when the key exists (someone INITed
+    it): nothing ran."""
+    key = cfg.key
+    orders, by_state = _ledger(store, key)
+    now = Sale(r, key).server_ms()
+    restore = [o for o in by_state[UNPAID] if o.deadline_ms is None or now < o.deadline_ms]
+    calls = [p.init_args(key, cfg.total, **cfg.init_kwargs(now))]
+    spans = []
+    for state in (PAID, UNPAID, CANCELLED):
+        apply = state == PAID
+        group = list(p.reconcile_calls(key, [o.row() for o in by_state[state]], apply=apply,
+                                       expire=apply, chunk_size=chunk_size))
+        spans.append(range(len(calls), len(calls) + len(group)))
+        calls += group
+    first_reserve = len(calls)
+    calls += [p.reserve_args(key, o.user, o.qty, o.rid) for o in restore]
+    replies = _transaction(r, key, [be.to_functions(c) for c in calls])
+    if replies is None:
+        return None
+    errors = [x for x in replies if isinstance(x, Exception)]
+    if errors:
+        raise errors[0]
+    results = []
+    for span in spans:
+        res = ReconcileResult()
+        for i in span:
+            p.merge_reconcile(res, p.parse_report(replies[i]))
+        results.append(res)
+    paid, unpaid, cancelled = results
+    out = Outcome(key, True, paid, unpaid, cancelled, plan(unpaid, cancelled, orders, now))
+    sale = Sale(r, key)
+    reserved = {o.rid: p.parse_reserved(x).status for o, x in zip(restore, replies[first_reserve:])}
+    done: Dict[str, List[str]] = {a: [] for a in ACTIONS}
+    for action, rid in out.planned:
+        if action == RESTORE and rid in reserved:
+            ok = _restored(store, sale, orders[rid], reserved[rid])
+        elif action in (RESTORE, CANCEL_LOST):
+            ok = store.cancel(rid, 'lost')
+        else:   # the new sale knows no order but those it was given: nothing else to plan
+            log.warning('rebuild %s: %s %s not done', key, action, rid)
+            ok = False
+        if ok:
+            done[action].append(rid)
+    out.done = {a: rids for a, rids in done.items() if rids}
+    return _finish(out, store, sale)
+
+
+def _transaction(r: Any, key: str, commands: List[List[Any]]) -> Optional[List[Any]]:
+    """`commands` in one MULTI/EXEC, unless `key` exists (WATCHed): their
+    replies (errors as exceptions), or None when the key exists."""
+    with r.pipeline(transaction=True) as pipe:
+        try:
+            pipe.watch(key)
+            if pipe.exists(key):
+                return None
+            pipe.multi()
+            for c in commands:
+                pipe.execute_command(*c)
+            return pipe.execute(raise_on_error=False)
+        except redis.WatchError:
+            return None
 
 
 def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) -> bool:

@@ -14,6 +14,12 @@ events to the order store in one transaction, and acknowledges the entries
   newer is read meanwhile: the entries wait in the stream, pending;
 - any number of workers can run at once: each entry goes to one consumer,
   and the writes do not depend on the order in which workers commit.
+
+On the Functions library (functions/seckill.lua, docs/managed-redis.md)
+nothing releases a hold that ran out by itself: the worker does, every
+`expire_every_s` (a second), for each sale it serves (`expire()`:
+`FCALL seckill_expire 1 key 256`, again at once while a call releases all
+it asked for). On the module it does nothing: the module's timer does it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from redis.exceptions import ResponseError
 
+from .. import _io
+from .. import backend as be
+from .._driver import Driver
 from ..errors import transient
 from ..faults import NONE, Faults
 from ..protocol import Event, parse_entry, text
@@ -37,6 +46,12 @@ from .store import ApplyStats, SaleConfig, Store, StoreUnavailable
 log = logging.getLogger('seckill.worker')
 
 DEFAULT_GROUP = 'orders'
+EXPIRE_COUNT = 256
+"""Holds one seckill_expire call releases at most (the library's largest
+COUNT: about 3 to 5 ms of server time with a stream)."""
+EXPIRE_CALLS = 40
+"""seckill_expire calls per sale in one expire() (10,240 holds); when a
+sale has more due, the next round comes at once."""
 
 
 def default_consumer() -> str:
@@ -76,6 +91,7 @@ class WorkerStats:
     acked: int = 0
     claimed: int = 0
     trimmed: int = 0
+    expired: int = 0
     db_retries: int = 0
     redis_retries: int = 0
     ledger: ApplyStats = field(default_factory=ApplyStats)
@@ -99,14 +115,18 @@ class Worker:
     """One consumer of one or more sales' streams.
 
     r: a redis-py client (decode_responses=True); store: the order store;
-    sales: the SaleConfigs whose streams to read.
+    sales: the SaleConfigs whose streams to read. backend: 'module' or
+    'functions' (None: asked of the server once, as Sale does); on
+    'functions' the worker releases the served sales' due holds every
+    `expire_every_s`.
     """
 
     def __init__(self, r: Any, store: Store, sales: Sequence[SaleConfig], *,
                  group: str = DEFAULT_GROUP, consumer: Optional[str] = None,
                  batch: int = 100, block_ms: int = 500, claim_idle_ms: int = 5000,
                  claim_every_s: float = 1.0, backoff: Optional[Backoff] = None,
-                 faults: Faults = NONE):
+                 faults: Faults = NONE, expire_every_s: float = 1.0,
+                 backend: Optional[str] = None):
         self.r = r
         self.store = store
         self.sales: Dict[str, SaleConfig] = {}
@@ -129,6 +149,9 @@ class Worker:
         self._own_pending = True
         self._next_claim = 0.0
         self._groups_ready = False
+        self.expire_every_s = expire_every_s
+        self._next_expire = 0.0
+        self._driver = Driver(r, backend)
 
     # -- setup ------------------------------------------------------------
     def ensure_groups(self) -> None:
@@ -171,6 +194,9 @@ class Worker:
             self.ensure_groups()
         done = 0
         now = time.monotonic()
+        if now >= self._next_expire:
+            self._next_expire = now + self.expire_every_s
+            self.expire()
         if now >= self._next_claim:
             self._next_claim = now + self.claim_every_s
             done += self.claim()
@@ -190,11 +216,35 @@ class Worker:
         saved, self.block_ms = self.block_ms, 50
         try:
             while idle < idle_rounds and time.monotonic() < deadline:
-                self._next_claim = 0.0
+                self._next_claim = self._next_expire = 0.0
                 idle = idle + 1 if self.step() == 0 else 0
         finally:
             self.block_ms = saved
         return self.stats
+
+    def expire(self) -> int:
+        """On the Functions library: releases the due holds of every sale
+        this worker serves (FCALL seckill_expire 1 key EXPIRE_COUNT, again
+        while a call answers all it asked for, EXPIRE_CALLS at most per
+        sale; the rest in the next step). Their `expired` entries reach the
+        stream, and the orders are cancelled as they are read. Returns the
+        holds released; 0 on the module (its timer releases them)."""
+        if self._driver._resolve() != be.FUNCTIONS:
+            return 0
+        released = 0
+        for cfg in self.sales.values():
+            try:
+                for _ in range(EXPIRE_CALLS):
+                    n = self._driver.run(_expire_op(cfg.key, EXPIRE_COUNT))
+                    released += n
+                    if n < EXPIRE_COUNT:
+                        break
+                else:
+                    self._next_expire = 0.0    # more are due: the next step goes on
+            except ResponseError as exc:       # not a sale (WRONGTYPE), no library, ACL
+                log.warning('seckill_expire %s: %s', cfg.key, exc)
+        self.stats.expired += released
+        return released
 
     def claim(self) -> int:
         """XAUTOCLAIM every stream: entries idle past claim_idle_ms (their
@@ -279,6 +329,12 @@ class Worker:
     def _ack(self, stream: str, ids: List[str]) -> None:
         if ids:
             self.stats.acked += int(self.r.execute_command('XACK', stream, self.group, *ids))
+
+
+def _expire_op(key: str, count: int) -> _io.Steps:
+    """SECKILL.EXPIRE key count: the library's seckill_expire (the driver of
+    a 'functions' client sends it as FCALL seckill_expire 1 key count)."""
+    return int((yield _io.Call(['SECKILL.EXPIRE', key, count])))
 
 
 def _pairs_entries(entries: Any) -> List[Tuple[str, Any]]:
