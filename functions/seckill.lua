@@ -38,7 +38,8 @@ to count on demand.
 ]]
 
 local VERSION = '1.0.0'
-local LAYOUT = 1
+local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
+local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
 local MAX_TOTAL = 1000000000000000
 local MAX_SHARDS = 1024
 local MAX_PEERS = 1024
@@ -50,6 +51,11 @@ local MAX_ORDERS = 1000
 local LAZY_CHUNK = 128                -- due holds a call releases before its own work
 local EXPIRE_MAX = 256                -- seckill_expire's largest count (about 10 us a hold)
 local SCAN_BUDGET = 1024              -- records a call reads to move the hold cursor
+local DRAW_COUNT, DRAW_COUNT_MAX = 1000, 10000   -- DRAW COUNT: winners per call (4 x COUNT examined)
+local ENTRANTS_COUNT, ENTRANTS_MAX = 100, 1000   -- ENTRANTS COUNT
+local PROMOTE_MAX = 128               -- waitlist promotions a call makes at most
+local PROMOTE_SCAN = 512              -- waiting entrants a call looks at for them at most
+local NOT_DRAW = 'ERR the sale is not a draw sale (INIT ... DRAW)'
 local U64_MAX = '18446744073709551615'
 local I64_MAX = '9223372036854775807'
 local EXACT = '9007199254740992'      -- 2^53: larger numbers stay strings
@@ -226,6 +232,56 @@ local function home_of(user, n)
     return (r * 65536 + l0) % n
 end
 
+---------------------------------------------------------------- SHA-256
+
+-- FIPS 180-4 SHA-256 on Lua BitOp (32-bit signed words; bit.tobit folds a
+-- sum back to 32 bits). Redis Lua has only sha1hex. Tested against Python's
+-- hashlib (tests/functions/test_library.py test_sha256_vectors).
+local SHA_K = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2}
+local SHA_H0 = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
+local SHA_BLOCK = '>i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4'
+
+-- The 32-byte digest of `msg` (a binary string).
+local function sha256(msg)
+    local band, bxor, bnot, ror, rshift, tobit = bit.band, bit.bxor, bit.bnot, bit.ror, bit.rshift, bit.tobit
+    local len = #msg
+    -- Padding: 0x80, zeros to 56 mod 64, the length in bits as 64-bit big endian.
+    msg = msg .. '\128' .. string.rep('\0', (55 - len) % 64)
+        .. struct.pack('>I4I4', math.floor(len / 536870912), (len % 536870912) * 8)
+    local h = {unpack(SHA_H0)}
+    local w = {}
+    for pos = 1, #msg, 64 do
+        local x = {struct.unpack(SHA_BLOCK, msg, pos)}
+        for j = 1, 16 do w[j] = x[j] end
+        for j = 17, 64 do
+            local a, b = w[j - 15], w[j - 2]
+            w[j] = tobit(w[j - 16] + w[j - 7] + bxor(ror(a, 7), ror(a, 18), rshift(a, 3))
+                + bxor(ror(b, 17), ror(b, 19), rshift(b, 10)))
+        end
+        local a, b, c, d, e, f, g, hh = h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]
+        for j = 1, 64 do
+            local t1 = hh + bxor(ror(e, 6), ror(e, 11), ror(e, 25)) + bxor(band(e, f), band(bnot(e), g)) + SHA_K[j] + w[j]
+            local t2 = bxor(ror(a, 2), ror(a, 13), ror(a, 22)) + bxor(band(a, b), band(a, c), band(b, c))
+            hh, g, f, e, d, c, b, a = g, f, e, tobit(d + t1), c, b, a, tobit(t1 + t2)
+        end
+        h[1], h[2], h[3], h[4] = tobit(h[1] + a), tobit(h[2] + b), tobit(h[3] + c), tobit(h[4] + d)
+        h[5], h[6], h[7], h[8] = tobit(h[5] + e), tobit(h[6] + f), tobit(h[7] + g), tobit(h[8] + hh)
+    end
+    return struct.pack('>i4i4i4i4i4i4i4i4', unpack(h))
+end
+
+local function tohex(s)
+    return (s:gsub('.', function(ch) return string.format('%02x', string.byte(ch)) end))
+end
+
 ------------------------------------------------------------------ records
 
 local function rec_parse(s, seq)
@@ -276,7 +332,7 @@ local META_BYTES = 23 * 8
 local function lp(s) return s and (#s .. ':' .. s) or '0:' end
 
 local function meta_numbers(S)
-    return LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
+    return S.layout or LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
         S.rel, S.exp, S.buyers, S.hc, S.hn, S.hd, S.t0, S.lc, S.ci, S.sent, S.recv
 end
 
@@ -314,7 +370,7 @@ local function open(key, f1, f2, pre)
         return nil
     end
     local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
-    if x[1] ~= LAYOUT then
+    if x[1] ~= LAYOUT and x[1] ~= LAYOUT_DRAW then
         fail('ERR the sale at this key was written by another version of the seckill library (layout '
             .. tostring(x[1] or '?') .. ')')
     end
@@ -331,8 +387,10 @@ local function open(key, f1, f2, pre)
     local c = {}
     if f1 then c[f1] = v[3] end
     if f2 then c[f2] = v[4] end
+    local draw = x[1] == LAYOUT_DRAW
     local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {}, bk = {[0] = tonumber(v[2])},
-                            al = {}, bd = {}, ev = {}, hd_hint = false,
+                            al = {}, bd = {}, ev = {}, hd_hint = false, layout = x[1], draw = draw,
+                            zkey = draw and key .. ':draw' or nil, lkey = draw and key .. ':entrants' or nil,
                             total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
                             end_ = x[7] >= 0 and x[7] or nil, tag_n = x[8], tag = string.format('%08x', x[8]),
                             n = x[9], rem = x[10], pend = x[11], conf = x[12], rel = x[13], exp = x[14],
@@ -498,8 +556,9 @@ end
 
 function Sale:writes_stream() return self.stream ~= nil and self.owner == self.key end
 
-function Sale:event(word, r)
-    if self:writes_stream() then self.ev[#self.ev + 1] = {word, self:id_of(r), r.user, r.qty} end
+-- `via`: how a draw sale's winner got its reservation ('draw', 'waitlist').
+function Sale:event(word, r, via)
+    if self:writes_stream() then self.ev[#self.ev + 1] = {word, self:id_of(r), r.user, r.qty, via} end
 end
 
 ------------------------------------------------------------------ buyers
@@ -623,7 +682,7 @@ function Sale:stamp(now)
 end
 
 -- Adds a new record (RESERVE, or RECONCILE adopting an order).
-function Sale:insert(id, user, qty, state, created, takes)
+function Sale:insert(id, user, qty, state, created, takes, via)
     local seq = self.n
     local hold = state == 'p' and self.hold > 0
     -- A client id written the way generated ids are, for this very record,
@@ -650,17 +709,23 @@ function Sale:insert(id, user, qty, state, created, takes)
         self.hn = self.hn + 1
     end
     self:touch(r)
-    self:event(state == 'p' and 'reserved' or 'confirmed', r)
+    self:event(state == 'p' and 'reserved' or 'confirmed', r, via)
     return r
 end
 
 -- `<tag>-<seq>`; when a client took that string as its REQID, the smallest
 -- free `<tag>-<seq>-<k>`.
+-- (In a draw sale an entrant's REQID is taken too: it becomes the id of
+-- that entrant's reservation if it wins.)
+function Sale:id_taken(id)
+    return self:find(id) ~= nil or (self.draw and self:dstate().nreq > 0 and self:get('I:' .. id) and true or false)
+end
+
 function Sale:generate_id()
     local id = self.tag .. '-' .. num(self.n)
-    if self.ci == 0 or not self:find(id) then return id end
+    if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
     local k = 1
-    while self:find(id .. '-' .. num(k)) do k = k + 1 end
+    while self:id_taken(id .. '-' .. num(k)) do k = k + 1 end
     return id .. '-' .. num(k)
 end
 
@@ -729,10 +794,208 @@ function Sale:fix_cursor()
     self.hc = at
 end
 
+------------------------------------------------------------- draw sales
+
+-- A draw sale (docs/draw-sales.md) keeps beside the sale hash, under its
+-- hash tag:
+--   <key>:draw      zset, score 0, member = SHA-256(seed || user) (32 raw
+--                   bytes) .. user: lexicographic order is the draw order.
+--                   Holds the entrants that are not reservations (yet): a
+--                   winner leaves it.
+--   <key>:entrants  list of the users in the order they entered (ENTRANTS)
+-- and in the sale hash:
+--   d               the draw state, packed (draw_fmt)
+--   E:<user>        "<qty>,<result>,<reqid>": result e (entered, or on the
+--                   waitlist), d (won in the draw), p (promoted from it)
+--   I:<reqid>       the entrant that gave REQID reqid
+-- The draw walks the zset from a cursor (the last member it looked at);
+-- the waitlist is what stays in the zset once the draw is complete.
+local DRAW_FORMAT = '<dddddddd'
+local DRAW_BYTES = 8 * 8
+
+-- ne entrants, nd winners (draw and waitlist), dstock draw_stock (-1 before
+-- the first DRAW), dleft what is left of it, nx entrants the draw looked at,
+-- nreq entrants with a REQID; ws, wc, wend: the waitlist scan (every waiting
+-- entrant up to member wc, or all of them when wend is 1, asks for more
+-- than ws units); seed: 32 bytes; dc: the draw's cursor.
+local function draw_fmt(D)
+    return struct.pack(DRAW_FORMAT, D.ne, D.nd, D.dstock, D.dleft, D.nx, D.ws, D.nreq, D.wend) .. D.seed
+        .. lp(D.dc) .. lp(D.wc)
+end
+
+local function draw_parse(s)
+    local x = {struct.unpack(DRAW_FORMAT, s)}
+    local D = {ne = x[1], nd = x[2], dstock = x[3], dleft = x[4], nx = x[5], ws = x[6], nreq = x[7], wend = x[8],
+               seed = string.sub(s, DRAW_BYTES + 1, DRAW_BYTES + 32), dirty = false}
+    local pos = DRAW_BYTES + 33
+    for _, f in ipairs({'dc', 'wc'}) do
+        local len, at = s:match('^(%d+):()', pos)
+        len = tonumber(len)
+        if len > 0 then D[f] = string.sub(s, at, at + len - 1) end
+        pos = at + len
+    end
+    return D
+end
+
+function Sale:dstate()
+    if self.D == nil then self.D = draw_parse(self:get('d')) end
+    return self.D
+end
+
+local function entrant_parse(s)
+    local qty, res, reqid = s:match('^(%d+),(%a),(.*)$')
+    return tonumber(qty), res, reqid ~= '' and reqid or nil
+end
+
+local function entrant_fmt(qty, res, reqid) return num(qty) .. ',' .. res .. ',' .. (reqid or '') end
+
+local RESULT_WORD = {e = 'entered', d = 'drawn', p = 'promoted'}
+
+-- Whether the draw is complete: begun, and every entrant looked at or its
+-- stock handed out.
+function Sale:draw_complete()
+    local D = self:dstate()
+    return D.dstock >= 0 and (D.dleft <= 0 or D.nx >= D.ne)
+end
+
+function Sale:left_to_draw()
+    local D = self:dstate()
+    if D.dstock < 0 then return self.rem > 0 and D.ne or 0 end
+    if D.dleft > 0 then return D.ne - D.nx end
+    return 0
+end
+
+-- Reads the draw members' entrant records (and their buyers, which a win
+-- reads) not cached yet, in one call.
+function Sale:prefetch_entrants(members)
+    local fields = {}
+    for _, m in ipairs(members) do
+        local user = string.sub(m, 33)
+        for _, f in ipairs({'E:' .. user, 'u:' .. user}) do
+            if self.c[f] == nil and self.w[f] == nil then fields[#fields + 1] = f end
+        end
+    end
+    for s = 1, #fields, 1000 do
+        local last = math.min(s + 999, #fields)
+        local vals = redis.call('HMGET', self.key, unpack(fields, s, last))
+        for j = s, last do self.c[fields[j]] = vals[j - s + 1] end
+    end
+end
+
+-- The entrant at draw member `m` becomes a pending reservation (`via` draw
+-- or waitlist) when its QTY fits `left` and the stock: returns its QTY, or
+-- nil (it stays where it is).
+function Sale:win(m, left, via, now)
+    local user = string.sub(m, 33)
+    local qty, _, reqid = entrant_parse(self:get('E:' .. user))
+    if qty > left or qty > self.rem then return nil end
+    local takes = self:plan_take(home_of(user, self.shards), qty)
+    if not takes then return nil end
+    local id = reqid
+    -- (A REQID that a reservation of this sale already has, as one RECONCILE
+    -- APPLY adopted before the draw: the winner gets a generated id.)
+    if not id or (self.ci > 0 and self:find(id)) then id = self:generate_id() end
+    self:insert(id, user, qty, 'p', self:stamp(now), takes, via)
+    self:set('E:' .. user, entrant_fmt(qty, via == 'draw' and 'd' or 'p', reqid))
+    self.zrem = self.zrem or {}
+    self.zrem[#self.zrem + 1] = m
+    local D = self:dstate()
+    D.nd = D.nd + 1
+    D.dirty = true
+    return qty
+end
+
+-- One DRAW call's work: at most `count` winners, 4 x count entrants looked
+-- at, in draw order from the draw's cursor. Returns the winners made.
+function Sale:draw_step(count, now)
+    local D = self:dstate()
+    local made, budget = 0, 4 * count
+    while made < count and budget > 0 and D.dleft > 0 and D.nx < D.ne do
+        local members = redis.call('ZRANGEBYLEX', self.zkey, D.dc and '(' .. D.dc or '-', '+', 'LIMIT', 0,
+            math.min(budget, count - made + 16))
+        if #members == 0 then
+            D.nx = D.ne   -- (only if the zset was changed behind the library's back)
+            break
+        end
+        self:prefetch_entrants(members)
+        for _, m in ipairs(members) do
+            D.nx, D.dc, budget = D.nx + 1, m, budget - 1
+            local got = self:win(m, D.dleft, 'draw', now)
+            if got then
+                D.dleft = D.dleft - got
+                made = made + 1
+            end
+            if D.dleft <= 0 or made == count then break end
+        end
+        D.dirty = true
+    end
+    return made
+end
+
+-- Once the draw is complete, units that came back go to the next waiting
+-- entrants in draw order whose QTY fits: at most PROMOTE_MAX promotions
+-- and PROMOTE_SCAN entrants looked at per call (the next call goes on).
+function Sale:promote()
+    if self.rem <= 0 then return end
+    local D = self:dstate()
+    if D.ne - D.nd <= 0 or not self:draw_complete() then return end
+    local from = '-'
+    if self.rem <= D.ws then
+        if D.wend == 1 then return end
+        if D.wc then from = '(' .. D.wc end
+    end
+    local members = redis.call('ZRANGEBYLEX', self.zkey, from, '+', 'LIMIT', 0, PROMOTE_SCAN)
+    self:prefetch_entrants(members)
+    local now = now_ms()
+    local promoted, last, all = 0, nil, #members < PROMOTE_SCAN
+    for i, m in ipairs(members) do
+        last = m
+        if self:win(m, self.rem, 'waitlist', now) then promoted = promoted + 1 end
+        if (promoted == PROMOTE_MAX or self.rem <= 0) and i < #members then
+            all = false
+            break
+        end
+    end
+    D.ws, D.wc, D.wend, D.dirty = self.rem, last, all and 1 or 0, true
+end
+
+-- The draw fields INFO adds.
+function Sale:draw_report(out)
+    local D = self:dstate()
+    local ltd = self:left_to_draw()
+    for _, v in ipairs({'mode', 'draw', 'entrants', D.ne, 'drawn', D.nd, 'left_to_draw', ltd,
+                        'waitlist', D.ne - D.nd - ltd, 'draw_stock', D.dstock >= 0 and D.dstock or false,
+                        'seed_commitment', tohex(sha256(D.seed)),
+                        'seed', D.dstock >= 0 and tohex(D.seed) or false}) do
+        out[#out + 1] = v
+    end
+    return out
+end
+
+-- 32 bytes for a new draw's seed. A function has no OS random source and
+-- its math.random is seeded the same on every server start (docs/
+-- managed-redis.md, "The draw's seed"): this hashes what the server can
+-- see that a client cannot predict, the server's run_id (160 bits from
+-- /dev/urandom at start), the address of a new Lua table (ASLR), the CPU
+-- clock where os.clock exists, TIME to the microsecond, the counters of
+-- INFO, with the key and the previous round's seed.
+local function fresh_seed(key, old)
+    local t = redis.call('TIME')
+    local parts = {t[1], t[2], tostring({}), tostring(math.random()), key, old or ''}
+    local ok, clock = pcall(function() return string.format('%.9f', os.clock()) end)
+    if ok then parts[#parts + 1] = clock end
+    local ok2, info = pcall(redis.call, 'INFO')
+    if ok2 and type(info) == 'string' then parts[#parts + 1] = info end
+    t = redis.call('TIME')
+    parts[#parts + 1] = t[2]
+    return sha256(table.concat(parts, '\0'))
+end
+
 -- Writes the call's changes: stream entries first (the one step that can
 -- fail, on a STREAM key of another type or without permission: then
 -- nothing is written), then the hash in one HSET (and one HDEL).
 function Sale:flush()
+    if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
     if not changed then return false end
     if self.hd_hint then self.hd = self.hd_hint end
@@ -748,6 +1011,10 @@ function Sale:flush()
         end
         args[#args + 1] = '*'
         for _, v in ipairs({'event', e[1], 'rid', e[2], 'user', e[3], 'qty', num(e[4])}) do args[#args + 1] = v end
+        if e[5] then
+            args[#args + 1] = 'via'
+            args[#args + 1] = e[5]
+        end
         if i == 1 then
             local ok, err = pcall(redis.call, 'XADD', unpack(args))
             if not ok then
@@ -784,6 +1051,8 @@ function Sale:flush()
         set[#set + 1] = 'm'
         set[#set + 1] = meta_fmt(self)
     end
+    local zrem = self.zrem or {}
+    for s = 1, #zrem, 1000 do redis.call('ZREM', self.zkey, unpack(zrem, s, math.min(s + 999, #zrem))) end
     for s = 1, #set, 2000 do redis.call('HSET', self.key, unpack(set, s, math.min(s + 1999, #set))) end
     for s = 1, #del, 1000 do redis.call('HDEL', self.key, unpack(del, s, math.min(s + 999, #del))) end
     return true
@@ -800,6 +1069,7 @@ local function stock_edge(key, before, after)
 end
 
 function Sale:finish(before)
+    if self.draw then self:promote() end
     if self:flush() then stock_edge(self.key, before, self.rem) end
 end
 
@@ -945,7 +1215,7 @@ local function cmd_init(keys, args)
     if #args < 1 then arity('seckill.init') end
     local total = parse_u64('TOTAL', args[1], 0, MAX_TOTAL)
     local c = {shards = 1, limit = 1, hold = 0, start = 0}
-    local ttl, replace, stream, maxlen, round, peers
+    local ttl, replace, stream, maxlen, round, peers, draw
     local o = options(args, 2)
     while true do
         local word = o:next_word()
@@ -990,13 +1260,20 @@ local function cmd_init(keys, args)
         elseif w == 'REPLACE' then
             o:once('REPLACE')
             replace = true
+        elseif w == 'DRAW' then
+            o:once('DRAW')
+            draw = true
         else
             unknown_option(word)
         end
     end
+    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
     if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
     if stream then
         if stream == key then fail('ERR STREAM key must differ from the sale key') end
+        if draw and (stream == key .. ':draw' or stream == key .. ':entrants') then
+            fail("ERR STREAM key must differ from the draw sale's keys <key>:draw and <key>:entrants")
+        end
         if key_slot(stream) ~= key_slot(key) then
             fail('ERR STREAM key must hash to the sale key\'s slot: give both one hash tag, as sale:{1001} and sale:{1001}:events')
         end
@@ -1008,12 +1285,20 @@ local function cmd_init(keys, args)
     if before and not replace then return redis.status_reply('EXISTS') end
     if stream then check_stream(stream) end
     local now = now_ms()
+    local old_seed = before and before.draw and before:dstate().seed
     if before then redis.call('DEL', key) end
+    -- A draw's order and arrival list go with the round they belong to.
+    if draw or (before and before.draw) then redis.call('DEL', key .. ':draw', key .. ':entrants') end
     local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
                tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
-               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round}
+               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round,
+               layout = draw and LAYOUT_DRAW or LAYOUT}
     local f = {'m', meta_fmt(S)}
+    if draw then
+        f[3], f[4] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
+                                    seed = fresh_seed(key, old_seed)})
+    end
     local function add(...)
         for _, v in ipairs({...}) do f[#f + 1] = v end
     end
@@ -1116,9 +1401,10 @@ local function reserve_fast(key, user, qty, reqid)
     return {redis.status_reply('RESERVED'), id, left}
 end
 
-local function cmd_reserve(keys, args)
-    local key = one_key(keys, 'seckill.reserve')
-    if #args < 1 then arity('seckill.reserve') end
+-- `key user [QTY n] [REQID id]` (RESERVE, ENTER): key, user, qty, reqid.
+local function key_user_qty_reqid(keys, args, name)
+    local key = one_key(keys, name)
+    if #args < 1 then arity(name) end
     local user = parse_id('user id', args[1])
     local qty, reqid = 1, nil
     local o = options(args, 2)
@@ -1135,10 +1421,16 @@ local function cmd_reserve(keys, args)
             unknown_option(word)
         end
     end
+    return key, user, qty, reqid
+end
+
+local function cmd_reserve(keys, args)
+    local key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.reserve')
     local fast, pre = reserve_fast(key, user, qty, reqid)
     if fast then return fast end
     local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
+    if S.draw then return status_id_count('DRAW', nil, S.rem) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
     local before = S.rem
     -- A sold-out sale without window or holds answers without the clock.
@@ -1304,7 +1596,9 @@ local function cmd_info(keys, args)
     if #rest ~= 0 then arity('seckill.info') end
     local S = open(key)
     if not S then return false end
-    return reply_as(format, S:report())
+    local out = S:report()
+    if S.draw then S:draw_report(out) end
+    return reply_as(format, out)
 end
 
 local function cmd_get(keys, args)
@@ -1500,6 +1794,100 @@ local function cmd_recv(keys, args)
     return {credit, recv, S.rem}
 end
 
+-- SECKILL.ENTER key user [QTY n] [REQID id] -> [status, entrants]
+local function cmd_enter(keys, args)
+    local key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.enter')
+    local ef, rf = 'E:' .. user, reqid and 'I:' .. reqid
+    local S = open(key, ef, rf)
+    if not S then return status_count('NO_SALE', 0) end
+    if not S.draw then fail(NOT_DRAW) end
+    if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    local D = S:dstate()
+    if S:get(ef) then return status_count('ALREADY_ENTERED', D.ne) end
+    if rf and S:get(rf) then fail("ERR REQID is already another entrant's") end
+    if D.dstock >= 0 then return status_count('DRAWN', D.ne) end
+    local now = now_ms()
+    if now < S.start then return status_count('NOT_STARTED', D.ne) end
+    if now >= S.end_ then return status_count('ENDED', D.ne) end
+    redis.call('ZADD', S.zkey, 0, sha256(D.seed .. user) .. user)
+    redis.call('RPUSH', S.lkey, user)
+    S:set(ef, entrant_fmt(qty, 'e', reqid))
+    if rf then
+        S:set(rf, user)
+        D.nreq = D.nreq + 1
+    end
+    D.ne, D.dirty = D.ne + 1, true
+    S:finish(S.rem)
+    return status_count('ENTERED', D.ne)
+end
+
+-- `[COUNT n]`, the only option of DRAW and of ENTRANTS after its cursor.
+local function count_option(args, pos, default, max)
+    local count = default
+    local o = options(args, pos)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        if option_word(word) == 'COUNT' then
+            count = o:number('COUNT', 1, max)
+        else
+            unknown_option(word)
+        end
+    end
+    return count
+end
+
+-- SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
+local function cmd_draw(keys, args)
+    local key = one_key(keys, 'seckill.draw')
+    local count = count_option(args, 1, DRAW_COUNT, DRAW_COUNT_MAX)
+    local S = open(key)
+    if not S then fail('ERR no such sale') end
+    if not S.draw then fail(NOT_DRAW) end
+    local now = now_ms()
+    if now < S.end_ then fail('ERR registration is open until END: DRAW runs after it') end
+    local before = S.rem
+    S:expire_due(now, LAZY_CHUNK)
+    local D = S:dstate()
+    if D.dstock < 0 then
+        -- The first DRAW: the stock it hands out, and the seed revealed.
+        D.dstock, D.dleft, D.dirty = S.rem, S.rem, true
+    end
+    local made = S:draw_step(count, now)
+    S:finish(before)
+    return {made, S.rem, S:left_to_draw()}
+end
+
+-- SECKILL.ENTRANTS key cursor [COUNT n] -> [next_cursor, [user, qty, result, ...]]
+-- The cursor is the arrival index of the next entrant (0: from the start;
+-- 0 back: done).
+local function cmd_entrants(keys, args)
+    local key = one_key(keys, 'seckill.entrants')
+    if #args < 1 then arity('seckill.entrants') end
+    local cursor = parse_u64('cursor', args[1], 0, U64_MAX)
+    local count = count_option(args, 2, ENTRANTS_COUNT, ENTRANTS_MAX)
+    local S = open(key)
+    if not S then return {'0', {}} end
+    if not S.draw then fail(NOT_DRAW) end
+    local D = S:dstate()
+    if not cursor or cursor >= D.ne then return {'0', {}} end
+    local users = redis.call('LRANGE', S.lkey, cursor, cursor + count - 1)
+    local out = {}
+    if #users > 0 then
+        local fields = {}
+        for i, u in ipairs(users) do fields[i] = 'E:' .. u end
+        local recs = redis.call('HMGET', key, unpack(fields))
+        for i, u in ipairs(users) do
+            local qty, res = entrant_parse(recs[i])
+            out[#out + 1] = u
+            out[#out + 1] = qty
+            out[#out + 1] = RESULT_WORD[res]
+        end
+    end
+    local nxt = cursor + #users
+    return {nxt < D.ne and num(nxt) or '0', out}
+end
+
 -- FCALL seckill_expire 1 key [count]: releases up to count (default 128,
 -- at most 256) holds that ran out, oldest first. Replies how many; a worker
 -- calls again while the reply equals count.
@@ -1538,7 +1926,7 @@ local function register(name, body, flags, description)
     redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
 end
 
-register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE]')
+register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW]')
 register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
 register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
 register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
@@ -1547,5 +1935,8 @@ register('seckill_info', cmd_info, {'no-writes'}, 'SECKILL.INFO key')
 register('seckill_get', cmd_get, {'no-writes'}, 'SECKILL.GET key rid')
 register('seckill_send', cmd_send, {}, 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
 register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_total ROUND round')
+register('seckill_enter', cmd_enter, {}, 'SECKILL.ENTER key user [QTY n] [REQID id]')
+register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n]')
+register('seckill_entrants', cmd_entrants, {'no-writes'}, 'SECKILL.ENTRANTS key cursor [COUNT n]')
 register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')
 register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, 'seckill library ' .. VERSION)
