@@ -246,40 +246,44 @@ local SHA_K = {
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2}
-local SHA_H0 = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}
+local SHA_W = {}   -- the message schedule, reused by every call
 local SHA_BLOCK = '>i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4'
 
 -- The 32-byte digest of `msg` (a binary string).
 local function sha256(msg)
-    local band, bxor, bnot, ror, rshift, tobit = bit.band, bit.bxor, bit.bnot, bit.ror, bit.rshift, bit.tobit
+    local band, bor, bxor, ror, rshift, tobit = bit.band, bit.bor, bit.bxor, bit.ror, bit.rshift, bit.tobit
     local len = #msg
     -- Padding: 0x80, zeros to 56 mod 64, the length in bits as 64-bit big endian.
     msg = msg .. '\128' .. string.rep('\0', (55 - len) % 64)
         .. struct.pack('>I4I4', math.floor(len / 536870912), (len % 536870912) * 8)
-    local h = {unpack(SHA_H0)}
-    local w = {}
+    -- The initial hash value H(0), as signed words.
+    local h1, h2, h3, h4 = 0x6a09e667, -0x4498517b, 0x3c6ef372, -0x5ab00ac6
+    local h5, h6, h7, h8 = 0x510e527f, -0x64fa9774, 0x1f83d9ab, 0x5be0cd19
+    local w, k = SHA_W, SHA_K
     for pos = 1, #msg, 64 do
-        local x = {struct.unpack(SHA_BLOCK, msg, pos)}
-        for j = 1, 16 do w[j] = x[j] end
+        w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16] =
+            struct.unpack(SHA_BLOCK, msg, pos)
         for j = 17, 64 do
             local a, b = w[j - 15], w[j - 2]
             w[j] = tobit(w[j - 16] + w[j - 7] + bxor(ror(a, 7), ror(a, 18), rshift(a, 3))
                 + bxor(ror(b, 17), ror(b, 19), rshift(b, 10)))
         end
-        local a, b, c, d, e, f, g, hh = h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]
+        local a, b, c, d, e, f, g, hh = h1, h2, h3, h4, h5, h6, h7, h8
         for j = 1, 64 do
-            local t1 = hh + bxor(ror(e, 6), ror(e, 11), ror(e, 25)) + bxor(band(e, f), band(bnot(e), g)) + SHA_K[j] + w[j]
-            local t2 = bxor(ror(a, 2), ror(a, 13), ror(a, 22)) + bxor(band(a, b), band(a, c), band(b, c))
+            local t1 = hh + bxor(ror(e, 6), ror(e, 11), ror(e, 25)) + bxor(g, band(e, bxor(f, g))) + k[j] + w[j]
+            local t2 = bxor(ror(a, 2), ror(a, 13), ror(a, 22)) + bor(band(a, b), band(c, bor(a, b)))
             hh, g, f, e, d, c, b, a = g, f, e, tobit(d + t1), c, b, a, tobit(t1 + t2)
         end
-        h[1], h[2], h[3], h[4] = tobit(h[1] + a), tobit(h[2] + b), tobit(h[3] + c), tobit(h[4] + d)
-        h[5], h[6], h[7], h[8] = tobit(h[5] + e), tobit(h[6] + f), tobit(h[7] + g), tobit(h[8] + hh)
+        h1, h2, h3, h4 = tobit(h1 + a), tobit(h2 + b), tobit(h3 + c), tobit(h4 + d)
+        h5, h6, h7, h8 = tobit(h5 + e), tobit(h6 + f), tobit(h7 + g), tobit(h8 + hh)
     end
-    return struct.pack('>i4i4i4i4i4i4i4i4', unpack(h))
+    return struct.pack('>i4i4i4i4i4i4i4i4', h1, h2, h3, h4, h5, h6, h7, h8)
 end
 
 local function tohex(s)
-    return (s:gsub('.', function(ch) return string.format('%02x', string.byte(ch)) end))
+    local out = {}
+    for i = 1, #s, 4 do out[#out + 1] = bit.tohex((struct.unpack('>i4', s, i))) end
+    return table.concat(out)
 end
 
 ------------------------------------------------------------------ records
