@@ -28,7 +28,11 @@ Fields of the hash:
   u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
   p:<peer>           "<sent>:<received>" per declared peer (split sales)
   t:<tid>            a SEND transfer id already taken
-DEL key deletes the whole sale (its stream stays, as with the module).
+  d, E:<user>, I:<reqid>   a draw sale's state, entrants and their REQIDs
+                     (layout 2; "draw sales" below, with the two keys a
+                     draw sale keeps beside the hash: <key>:draw, <key>:entrants)
+DEL key deletes the whole sale (its stream stays, as with the module); a
+draw sale is UNLINK key <key>:draw <key>:entrants.
 
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
 order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
@@ -37,7 +41,7 @@ from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
 to count on demand.
 ]]
 
-local VERSION = '1.0.0'
+local VERSION = '1.1.0'
 local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
 local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
 local MAX_TOTAL = 1000000000000000
@@ -988,8 +992,8 @@ local function fresh_seed(key, old)
     local parts = {t[1], t[2], tostring({}), tostring(math.random()), key, old or ''}
     local ok, clock = pcall(function() return string.format('%.9f', os.clock()) end)
     if ok then parts[#parts + 1] = clock end
-    local ok2, info = pcall(redis.call, 'INFO')
-    if ok2 and type(info) == 'string' then parts[#parts + 1] = info end
+    -- (An ACL refusal cannot be caught inside a function: ask first.)
+    if redis.acl_check_cmd('INFO') then parts[#parts + 1] = redis.call('INFO') end
     t = redis.call('TIME')
     parts[#parts + 1] = t[2]
     return sha256(table.concat(parts, '\0'))
