@@ -19,7 +19,8 @@ Fields of the hash:
                      doubles, then the stream key, its owner, MAXLEN and the
                      split round as <length>:<bytes>
   peers              a split sale's declared peers, sorted, as <length>:<bytes>
-  b:<i> a:<i>        bucket i: remaining units, allocation
+  b:<i> a:<i>        bucket i: remaining units, allocation (no b:0 when the
+                     sale has one bucket: its remaining units are `rem`)
   <seq>              reservation seq (creation order): "<S><qty>,<created - t0>,
                      <takes>,<older live>,<newer live>,<id length>,<id><user>"
                      S: p c r x = pending confirmed released expired; upper
@@ -367,11 +368,25 @@ end
 
 -- The sale at `key`, nil when the key does not exist; WRONGTYPE for a key
 -- of another type, or a hash that is not a sale. Fields `f1`, `f2` (a
--- buyer, a REQID) are read in the same call. (The sale table is made by one
--- constructor: growing a Lua table field by field rehashes it several times,
--- a measurable part of a call.)
+-- buyer, a REQID; f2 only with f1) are read in the same call, and bucket
+-- 0, which a one-bucket sale does not store (it is `rem`). `pre`: what
+-- RESERVE's fast path read, {m, f1's value, f2's value}. (The sale table is
+-- made by one constructor: growing a Lua table field by field rehashes it
+-- several times, a measurable part of a call.)
 local function open(key, f1, f2, pre)
-    local v = pre or redis.call('HMGET', key, 'm', 'b:0', f1 or 'm', f2 or 'm')
+    local v, b0 = pre, nil
+    if not v then
+        if f2 then
+            v = redis.call('HMGET', key, 'm', f1, f2, 'b:0')
+            b0 = v[4]
+        elseif f1 then
+            v = redis.call('HMGET', key, 'm', f1, 'b:0')
+            b0 = v[3]
+        else
+            v = redis.call('HMGET', key, 'm', 'b:0')
+            b0 = v[2]
+        end
+    end
     local m = v[1]
     if not m then
         if redis.call('EXISTS', key) == 1 then fail(WRONGTYPE) end
@@ -393,10 +408,12 @@ local function open(key, f1, f2, pre)
         end
     end
     local c = {}
-    if f1 then c[f1] = v[3] end
-    if f2 then c[f2] = v[4] end
+    if f1 then c[f1] = v[2] end
+    if f2 then c[f2] = v[3] end
     local draw = x[1] == LAYOUT_DRAW
-    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {}, bk = {[0] = tonumber(v[2])},
+    local one = x[3] == 1
+    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {},
+                            bk = {[0] = one and x[10] or tonumber(b0)}, stale_b0 = one and b0 and true,
                             al = {}, bd = {}, ev = {}, hd_hint = false, layout = x[1], draw = draw,
                             zkey = draw and key .. ':draw' or nil, lkey = draw and key .. ':entrants' or nil,
                             total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
@@ -1051,9 +1068,15 @@ function Sale:flush()
         set[#set + 1] = num(seq)
         set[#set + 1] = rec_fmt(r)
     end
-    for i in pairs(self.bd) do
-        set[#set + 1] = 'b:' .. num(i)
-        set[#set + 1] = num(self.bk[i])
+    -- A one-bucket sale's bucket is `rem`, stored once in `m` (a b:0 that
+    -- library 1.0.0 wrote goes with this write).
+    if self.shards > 1 then
+        for i in pairs(self.bd) do
+            set[#set + 1] = 'b:' .. num(i)
+            set[#set + 1] = num(self.bk[i])
+        end
+    elseif self.stale_b0 then
+        del[#del + 1] = 'b:0'
     end
     if meta_changed(self) then
         set[#set + 1] = 'm'
@@ -1321,7 +1344,8 @@ local function cmd_init(keys, args)
     local base, extra = idiv(total, c.shards), total % c.shards
     for i = 0, c.shards - 1 do
         local a = num(base + (i < extra and 1 or 0))
-        add('b:' .. num(i), a, 'a:' .. num(i), a)
+        if c.shards > 1 then add('b:' .. num(i), a) end
+        add('a:' .. num(i), a)
     end
     for s = 1, #f, 2000 do redis.call('HSET', key, unpack(f, s, math.min(s + 1999, #f))) end
     if ttl then redis.call('PEXPIREAT', key, num(now + ttl * 1000)) end
@@ -1335,11 +1359,15 @@ end
 -- general path makes (tests/functions/test_differential.py holds both to
 -- the module). Returns the reply, or nil and what it read when the general
 -- path must decide.
+local reserve_general   -- (below)
+local RESERVED = {ok = 'RESERVED'}   -- a status reply, shared: the server only reads it
+
 local function reserve_fast(key, user, qty, reqid)
     local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
-    local v = redis.call('HMGET', key, 'm', 'b:0', uf, idf or 'm')
+    local v
+    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf) end
     local m = v[1]
-    if not m or v[3] or (reqid and v[4]) or #m < META_BYTES then return nil, v end
+    if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
         lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
     if layout ~= LAYOUT or shards ~= 1 or qty > limit then return nil, v end
@@ -1352,13 +1380,11 @@ local function reserve_fast(key, user, qty, reqid)
     if now < start then return {redis.status_reply('NOT_STARTED'), false, rem} end
     if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
     if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
-    local b0 = tonumber(v[2])
-    if b0 < qty then return nil, v end
-    local seq = num(n)
+    local seq, qs = num(n), qty == 1 and '1' or num(qty)
     local id = reqid or (tag .. '-' .. seq)
     local created = (n > 0 and lc > now) and lc or now
     local client = reqid ~= nil
-    local record = (hold > 0 and 'P' or 'p') .. num(qty) .. ',' .. num(created - t0) .. ',0,,,'
+    local record = (hold > 0 and 'P' or 'p') .. qs .. ',' .. num(created - t0) .. ',0,,,'
         .. (client and (#id .. ',' .. id) or '0,') .. user
     if hold > 0 then
         if hn == 0 then hc, hd = n, created + hold end
@@ -1385,10 +1411,9 @@ local function reserve_fast(key, user, qty, reqid)
             local ok, err
             if maxlen then
                 ok, err = pcall(redis.call, 'XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', 'reserved', 'rid', id,
-                    'user', user, 'qty', num(qty))
+                    'user', user, 'qty', qs)
             else
-                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty',
-                    num(qty))
+                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty', qs)
             end
             if not ok then
                 err = type(err) == 'table' and (err.err or '') or tostring(err)
@@ -1401,12 +1426,12 @@ local function reserve_fast(key, user, qty, reqid)
     local meta = struct.pack(META_FORMAT, layout, total, shards, limit, hold, start, end_, tag_n, n + 1, left,
         pend + qty, conf, rel, exp, buyers + 1, hc, hn, hd, t0, created, ci, sent, recv) .. tail
     if client then
-        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty), idf, seq)
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. qs, idf, seq)
     else
-        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty))
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. qs)
     end
-    if rem > 0 and left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
-    return {redis.status_reply('RESERVED'), id, left}
+    if left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
+    return {RESERVED, id, left}
 end
 
 -- `key user [QTY n] [REQID id]` (RESERVE, ENTER): key, user, qty, reqid.
@@ -1433,9 +1458,22 @@ local function key_user_qty_reqid(keys, args, name)
 end
 
 local function cmd_reserve(keys, args)
-    local key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.reserve')
+    -- The common call, RESERVE key user, skips the option parser.
+    local user = args[1]
+    if #args == 1 and #keys == 1 and #user >= 1 and #user <= MAX_ID then
+        local fast, pre = reserve_fast(keys[1], user, 1, nil)
+        if fast then return fast end
+        return reserve_general(keys[1], user, 1, nil, pre)
+    end
+    local key, qty, reqid
+    key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.reserve')
     local fast, pre = reserve_fast(key, user, qty, reqid)
     if fast then return fast end
+    return reserve_general(key, user, qty, reqid, pre)
+end
+
+-- RESERVE when the fast path cannot decide; `pre` is what it read.
+reserve_general = function(key, user, qty, reqid, pre)
     local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
     if S.draw then return status_id_count('DRAW', nil, S.rem) end

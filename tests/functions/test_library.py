@@ -324,6 +324,24 @@ def test_a_hash_that_is_not_a_sale():
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
 
 
+def test_one_bucket_is_rem():
+    """A one-bucket sale keeps no b:0 field (its remaining units are the
+    counter in `m`); a b:0 that library 1.0.0 left is never read, and goes
+    with the sale's next write that reads the whole sale (RELEASE here)."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 5, 'LIMIT', 2))
+    env.assertEqual(sorted(c.hkeys('s')), ['a:0', 'm'])
+    c.hset('s', 'b:0', 999)                      # as 1.0.0 wrote it, and stale
+    env.assertEqual(reserve(c, 's', 'u')[2], 4)
+    env.assertEqual(reserve(c, 's', 'u', 'REQID', 'q')[2], 3)      # the general path (a buyer with units)
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 's', 'q'), ['RELEASED', 4])
+    env.assertFalse(c.hexists('s', 'b:0'))
+    r = info(c, 's')
+    env.assertEqual((r['remaining'], r['shards'], r['invariant']), (4, [4], 'ok'))
+    env.assertOk(c.execute_command('SECKILL.INIT', 'm', 5, 'SHARDS', 2))
+    env.assertEqual(sorted(c.hkeys('m')), ['a:0', 'a:1', 'b:0', 'b:1', 'm'])
+
+
 def test_stream_of_another_type_changes_nothing():
     """A stream key that became another type refuses the call before any
     change (the stream entry is written first, in the same call)."""
