@@ -16,20 +16,13 @@ Starts its own server on a free port and stops it by pid.
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
-import redis
+from local_server import local_server
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', 'bench'))
-from bench import SCRIPT_A, free_port  # noqa: E402
-
-LIBRARY = os.path.join(HERE, 'seckill.lua')
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench'))
+from bench import SCRIPT_A  # noqa: E402
 
 
 def usec(c, cmd):
@@ -55,20 +48,7 @@ def main():
     p.add_argument('--server', default='redis-server')
     p.add_argument('--baseline', help='an older seckill.lua to measure beside this one')
     a = p.parse_args()
-    port = free_port()
-    folder = tempfile.mkdtemp(prefix='seckill-bench-')
-    proc = subprocess.Popen([a.server, '--port', str(port), '--save', '', '--appendonly', 'no', '--dir', folder],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        c = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                c.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        with open(LIBRARY) as f:
-            c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+    with local_server(a.server) as c:
         c.execute_command('FCALL', 'seckill_init', 1, 'sale:{b}', 10 ** 12)
         sha = c.script_load(SCRIPT_A)
         c.set('stock:{b}', 10 ** 12)
@@ -98,9 +78,6 @@ def main():
                 line += ', / script A: median %.2f (quartiles %.2f, %.2f)' % (
                     statistics.median(ratios), *statistics.quantiles(ratios, n=4)[::2])
             print(line)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
 
 
 if __name__ == '__main__':

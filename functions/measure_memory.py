@@ -18,27 +18,9 @@ loads functions/seckill.lua, and stops the server by pid when done.
 """
 
 import argparse
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
 import time
 
-import redis
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-LIBRARY = os.path.join(HERE, 'seckill.lua')
-
-
-def free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        if port != 6379:
-            return port
+from local_server import local_server
 
 
 def main():
@@ -48,22 +30,9 @@ def main():
     p.add_argument('--hold', type=int, default=0, help='HOLD ms of the sale (0: no holds, as make bench)')
     p.add_argument('--entrants', action='store_true', help='a draw sale: memory per entrant, ENTER and DRAW times')
     a = p.parse_args()
-    folder = tempfile.mkdtemp(prefix='seckill-mem-')
-    port = free_port()
-    proc = subprocess.Popen([a.server, '--port', str(port), '--save', '', '--appendonly', 'no', '--dir', folder],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        c = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                c.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with local_server(a.server) as c:
         version = c.info('server')
         name = version.get('server_name', 'redis')
-        with open(LIBRARY, 'rb') as f:
-            c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
         if a.entrants:
             return measure_entrants(c, a.count, name, version.get(name + '_version', version['redis_version']))
         base = c.info('memory')['used_memory']
@@ -89,13 +58,6 @@ def main():
               'used_memory delta %d B = %.1f B per reservation; %d hash fields; filled in %.1f s (%.0f RESERVE/s pipelined)'
               % (name, version.get(name + '_version', version['redis_version']), a.count, a.hold, usage,
                  usage / a.count, used, used / a.count, fields, fill_s, a.count / fill_s))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def server_ms(c):
