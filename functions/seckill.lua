@@ -875,6 +875,7 @@ end
 local function entrant_fmt(qty, res, reqid) return num(qty) .. ',' .. res .. ',' .. (reqid or '') end
 
 local RESULT_WORD = {e = 'entered', d = 'drawn', p = 'promoted'}
+local DRAW_MODE = {ok = 'draw'}   -- INFO's mode: a status word, as invariant
 
 -- Whether the draw is complete: begun, and every entrant looked at or its
 -- stock handed out.
@@ -984,11 +985,11 @@ function Sale:promote()
     D.ws, D.wc, D.wend, D.dirty = self.rem, last, all and 1 or 0, true
 end
 
--- The draw fields INFO adds.
+-- The draw fields INFO and RECONCILE add (after the report's own).
 function Sale:draw_report(out)
     local D = self:dstate()
     local ltd = self:left_to_draw()
-    for _, v in ipairs({'mode', 'draw', 'entrants', D.ne, 'drawn', D.nd, 'left_to_draw', ltd,
+    for _, v in ipairs({'mode', DRAW_MODE, 'entrants', D.ne, 'drawn', D.nd, 'left_to_draw', ltd,
                         'waitlist', D.ne - D.nd - ltd, 'draw_stock', D.dstock >= 0 and D.dstock or false,
                         'seed_commitment', tohex(sha256(D.seed)),
                         'seed', D.dstock >= 0 and tohex(D.seed) or false}) do
@@ -1625,6 +1626,7 @@ local function cmd_reconcile(keys, args)
     end
     S:finish(before)
     local out = S:report()
+    if S.draw then S:draw_report(out) end
     if orders then
         for _, v in ipairs({'orders_ok', ok, 'orders_pending', #pending, 'orders_released', #released,
                             'orders_unknown', #unknown, 'orders_conflict', #conflict,
@@ -1851,6 +1853,7 @@ local function cmd_enter(keys, args)
     local D = S:dstate()
     if S:get(ef) then return status_count('ALREADY_ENTERED', D.ne) end
     if rf and S:get(rf) then fail("ERR REQID is already another entrant's") end
+    if reqid and S:find(reqid) then fail("ERR REQID is already a reservation's id") end
     if D.dstock >= 0 then return status_count('DRAWN', D.ne) end
     local now = now_ms()
     if now < S.start then return status_count('NOT_STARTED', D.ne) end
