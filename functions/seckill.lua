@@ -19,7 +19,8 @@ Fields of the hash:
                      doubles, then the stream key, its owner, MAXLEN and the
                      split round as <length>:<bytes>
   peers              a split sale's declared peers, sorted, as <length>:<bytes>
-  b:<i> a:<i>        bucket i: remaining units, allocation
+  b:<i> a:<i>        bucket i: remaining units, allocation (no b:0 when the
+                     sale has one bucket: its remaining units are `rem`)
   <seq>              reservation seq (creation order): "<S><qty>,<created - t0>,
                      <takes>,<older live>,<newer live>,<id length>,<id><user>"
                      S: p c r x = pending confirmed released expired; upper
@@ -28,7 +29,11 @@ Fields of the hash:
   u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
   p:<peer>           "<sent>:<received>" per declared peer (split sales)
   t:<tid>            a SEND transfer id already taken
-DEL key deletes the whole sale (its stream stays, as with the module).
+  d, E:<user>, I:<reqid>   a draw sale's state, entrants and their REQIDs
+                     (layout 2; "draw sales" below, with the two keys a
+                     draw sale keeps beside the hash: <key>:draw, <key>:entrants)
+DEL key deletes the whole sale (its stream stays, as with the module); a
+draw sale is UNLINK key <key>:draw <key>:entrants.
 
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
 order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
@@ -37,8 +42,9 @@ from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
 to count on demand.
 ]]
 
-local VERSION = '1.0.0'
-local LAYOUT = 1
+local VERSION = '1.1.0'
+local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
+local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
 local MAX_TOTAL = 1000000000000000
 local MAX_SHARDS = 1024
 local MAX_PEERS = 1024
@@ -50,6 +56,11 @@ local MAX_ORDERS = 1000
 local LAZY_CHUNK = 128                -- due holds a call releases before its own work
 local EXPIRE_MAX = 256                -- seckill_expire's largest count (about 10 us a hold)
 local SCAN_BUDGET = 1024              -- records a call reads to move the hold cursor
+local DRAW_COUNT, DRAW_COUNT_MAX = 1000, 10000   -- DRAW COUNT: winners per call (4 x COUNT examined)
+local ENTRANTS_COUNT, ENTRANTS_MAX = 100, 1000   -- ENTRANTS COUNT
+local PROMOTE_MAX = 128               -- waitlist promotions a call makes at most
+local PROMOTE_SCAN = 512              -- waiting entrants a call looks at for them at most
+local NOT_DRAW = 'ERR the sale is not a draw sale (INIT ... DRAW)'
 local U64_MAX = '18446744073709551615'
 local I64_MAX = '9223372036854775807'
 local EXACT = '9007199254740992'      -- 2^53: larger numbers stay strings
@@ -226,6 +237,60 @@ local function home_of(user, n)
     return (r * 65536 + l0) % n
 end
 
+---------------------------------------------------------------- SHA-256
+
+-- FIPS 180-4 SHA-256 on Lua BitOp (32-bit signed words; bit.tobit folds a
+-- sum back to 32 bits). Redis Lua has only sha1hex. Tested against Python's
+-- hashlib (tests/functions/test_library.py test_sha256_vectors).
+local SHA_K = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2}
+local SHA_W = {}   -- the message schedule, reused by every call
+local SHA_BLOCK = '>i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4i4'
+
+-- The 32-byte digest of `msg` (a binary string).
+local function sha256(msg)
+    local band, bor, bxor, ror, rshift, tobit = bit.band, bit.bor, bit.bxor, bit.ror, bit.rshift, bit.tobit
+    local len = #msg
+    -- Padding: 0x80, zeros to 56 mod 64, the length in bits as 64-bit big endian.
+    msg = msg .. '\128' .. string.rep('\0', (55 - len) % 64)
+        .. struct.pack('>I4I4', math.floor(len / 536870912), (len % 536870912) * 8)
+    -- The initial hash value H(0), as signed words.
+    local h1, h2, h3, h4 = 0x6a09e667, -0x4498517b, 0x3c6ef372, -0x5ab00ac6
+    local h5, h6, h7, h8 = 0x510e527f, -0x64fa9774, 0x1f83d9ab, 0x5be0cd19
+    local w, k = SHA_W, SHA_K
+    for pos = 1, #msg, 64 do
+        w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8], w[9], w[10], w[11], w[12], w[13], w[14], w[15], w[16] =
+            struct.unpack(SHA_BLOCK, msg, pos)
+        for j = 17, 64 do
+            local a, b = w[j - 15], w[j - 2]
+            w[j] = tobit(w[j - 16] + w[j - 7] + bxor(ror(a, 7), ror(a, 18), rshift(a, 3))
+                + bxor(ror(b, 17), ror(b, 19), rshift(b, 10)))
+        end
+        local a, b, c, d, e, f, g, hh = h1, h2, h3, h4, h5, h6, h7, h8
+        for j = 1, 64 do
+            local t1 = hh + bxor(ror(e, 6), ror(e, 11), ror(e, 25)) + bxor(g, band(e, bxor(f, g))) + k[j] + w[j]
+            local t2 = bxor(ror(a, 2), ror(a, 13), ror(a, 22)) + bor(band(a, b), band(c, bor(a, b)))
+            hh, g, f, e, d, c, b, a = g, f, e, tobit(d + t1), c, b, a, tobit(t1 + t2)
+        end
+        h1, h2, h3, h4 = tobit(h1 + a), tobit(h2 + b), tobit(h3 + c), tobit(h4 + d)
+        h5, h6, h7, h8 = tobit(h5 + e), tobit(h6 + f), tobit(h7 + g), tobit(h8 + hh)
+    end
+    return struct.pack('>i4i4i4i4i4i4i4i4', h1, h2, h3, h4, h5, h6, h7, h8)
+end
+
+local function tohex(s)
+    local out = {}
+    for i = 1, #s, 4 do out[#out + 1] = bit.tohex((struct.unpack('>i4', s, i))) end
+    return table.concat(out)
+end
+
 ------------------------------------------------------------------ records
 
 local function rec_parse(s, seq)
@@ -276,7 +341,7 @@ local META_BYTES = 23 * 8
 local function lp(s) return s and (#s .. ':' .. s) or '0:' end
 
 local function meta_numbers(S)
-    return LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
+    return S.layout or LAYOUT, S.total, S.shards, S.limit, S.hold, S.start, S.end_ or -1, S.tag_n, S.n, S.rem, S.pend, S.conf,
         S.rel, S.exp, S.buyers, S.hc, S.hn, S.hd, S.t0, S.lc, S.ci, S.sent, S.recv
 end
 
@@ -303,18 +368,32 @@ end
 
 -- The sale at `key`, nil when the key does not exist; WRONGTYPE for a key
 -- of another type, or a hash that is not a sale. Fields `f1`, `f2` (a
--- buyer, a REQID) are read in the same call. (The sale table is made by one
--- constructor: growing a Lua table field by field rehashes it several times,
--- a measurable part of a call.)
+-- buyer, a REQID; f2 only with f1) are read in the same call, and bucket
+-- 0, which a one-bucket sale does not store (it is `rem`). `pre`: what
+-- RESERVE's fast path read, {m, f1's value, f2's value}. (The sale table is
+-- made by one constructor: growing a Lua table field by field rehashes it
+-- several times, a measurable part of a call.)
 local function open(key, f1, f2, pre)
-    local v = pre or redis.call('HMGET', key, 'm', 'b:0', f1 or 'm', f2 or 'm')
+    local v, b0 = pre, nil
+    if not v then
+        if f2 then
+            v = redis.call('HMGET', key, 'm', f1, f2, 'b:0')
+            b0 = v[4]
+        elseif f1 then
+            v = redis.call('HMGET', key, 'm', f1, 'b:0')
+            b0 = v[3]
+        else
+            v = redis.call('HMGET', key, 'm', 'b:0')
+            b0 = v[2]
+        end
+    end
     local m = v[1]
     if not m then
         if redis.call('EXISTS', key) == 1 then fail(WRONGTYPE) end
         return nil
     end
     local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
-    if x[1] ~= LAYOUT then
+    if x[1] ~= LAYOUT and x[1] ~= LAYOUT_DRAW then
         fail('ERR the sale at this key was written by another version of the seckill library (layout '
             .. tostring(x[1] or '?') .. ')')
     end
@@ -329,10 +408,14 @@ local function open(key, f1, f2, pre)
         end
     end
     local c = {}
-    if f1 then c[f1] = v[3] end
-    if f2 then c[f2] = v[4] end
-    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {}, bk = {[0] = tonumber(v[2])},
-                            al = {}, bd = {}, ev = {}, hd_hint = false,
+    if f1 then c[f1] = v[2] end
+    if f2 then c[f2] = v[3] end
+    local draw = x[1] == LAYOUT_DRAW
+    local one = x[3] == 1
+    local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {},
+                            bk = {[0] = one and x[10] or tonumber(b0)}, stale_b0 = one and b0 and true,
+                            al = {}, bd = {}, ev = {}, hd_hint = false, layout = x[1], draw = draw,
+                            zkey = draw and key .. ':draw' or nil, lkey = draw and key .. ':entrants' or nil,
                             total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
                             end_ = x[7] >= 0 and x[7] or nil, tag_n = x[8], tag = string.format('%08x', x[8]),
                             n = x[9], rem = x[10], pend = x[11], conf = x[12], rel = x[13], exp = x[14],
@@ -498,8 +581,9 @@ end
 
 function Sale:writes_stream() return self.stream ~= nil and self.owner == self.key end
 
-function Sale:event(word, r)
-    if self:writes_stream() then self.ev[#self.ev + 1] = {word, self:id_of(r), r.user, r.qty} end
+-- `via`: how a draw sale's winner got its reservation ('draw', 'waitlist').
+function Sale:event(word, r, via)
+    if self:writes_stream() then self.ev[#self.ev + 1] = {word, self:id_of(r), r.user, r.qty, via} end
 end
 
 ------------------------------------------------------------------ buyers
@@ -623,7 +707,7 @@ function Sale:stamp(now)
 end
 
 -- Adds a new record (RESERVE, or RECONCILE adopting an order).
-function Sale:insert(id, user, qty, state, created, takes)
+function Sale:insert(id, user, qty, state, created, takes, via)
     local seq = self.n
     local hold = state == 'p' and self.hold > 0
     -- A client id written the way generated ids are, for this very record,
@@ -650,17 +734,23 @@ function Sale:insert(id, user, qty, state, created, takes)
         self.hn = self.hn + 1
     end
     self:touch(r)
-    self:event(state == 'p' and 'reserved' or 'confirmed', r)
+    self:event(state == 'p' and 'reserved' or 'confirmed', r, via)
     return r
 end
 
 -- `<tag>-<seq>`; when a client took that string as its REQID, the smallest
 -- free `<tag>-<seq>-<k>`.
+-- (In a draw sale an entrant's REQID is taken too: it becomes the id of
+-- that entrant's reservation if it wins.)
+function Sale:id_taken(id)
+    return self:find(id) ~= nil or (self.draw and self:dstate().nreq > 0 and self:get('I:' .. id) and true or false)
+end
+
 function Sale:generate_id()
     local id = self.tag .. '-' .. num(self.n)
-    if self.ci == 0 or not self:find(id) then return id end
+    if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
     local k = 1
-    while self:find(id .. '-' .. num(k)) do k = k + 1 end
+    while self:id_taken(id .. '-' .. num(k)) do k = k + 1 end
     return id .. '-' .. num(k)
 end
 
@@ -729,10 +819,209 @@ function Sale:fix_cursor()
     self.hc = at
 end
 
+------------------------------------------------------------- draw sales
+
+-- A draw sale (docs/draw-sales.md) keeps beside the sale hash, under its
+-- hash tag:
+--   <key>:draw      zset, score 0, member = SHA-256(seed || user) (32 raw
+--                   bytes) .. user: lexicographic order is the draw order.
+--                   Holds the entrants that are not reservations (yet): a
+--                   winner leaves it.
+--   <key>:entrants  list of the users in the order they entered (ENTRANTS)
+-- and in the sale hash:
+--   d               the draw state, packed (draw_fmt)
+--   E:<user>        "<qty>,<result>,<reqid>": result e (entered, or on the
+--                   waitlist), d (won in the draw), p (promoted from it)
+--   I:<reqid>       the entrant that gave REQID reqid
+-- The draw walks the zset from a cursor (the last member it looked at);
+-- the waitlist is what stays in the zset once the draw is complete.
+local DRAW_FORMAT = '<dddddddd'
+local DRAW_BYTES = 8 * 8
+
+-- ne entrants, nd winners (draw and waitlist), dstock draw_stock (-1 before
+-- the first DRAW), dleft what is left of it, nx entrants the draw looked at,
+-- nreq entrants with a REQID; ws, wc, wend: the waitlist scan (every waiting
+-- entrant up to member wc, or all of them when wend is 1, asks for more
+-- than ws units); seed: 32 bytes; dc: the draw's cursor.
+local function draw_fmt(D)
+    return struct.pack(DRAW_FORMAT, D.ne, D.nd, D.dstock, D.dleft, D.nx, D.ws, D.nreq, D.wend) .. D.seed
+        .. lp(D.dc) .. lp(D.wc)
+end
+
+local function draw_parse(s)
+    local x = {struct.unpack(DRAW_FORMAT, s)}
+    local D = {ne = x[1], nd = x[2], dstock = x[3], dleft = x[4], nx = x[5], ws = x[6], nreq = x[7], wend = x[8],
+               seed = string.sub(s, DRAW_BYTES + 1, DRAW_BYTES + 32), dirty = false}
+    local pos = DRAW_BYTES + 33
+    for _, f in ipairs({'dc', 'wc'}) do
+        local len, at = s:match('^(%d+):()', pos)
+        len = tonumber(len)
+        if len > 0 then D[f] = string.sub(s, at, at + len - 1) end
+        pos = at + len
+    end
+    return D
+end
+
+function Sale:dstate()
+    if self.D == nil then self.D = draw_parse(self:get('d')) end
+    return self.D
+end
+
+local function entrant_parse(s)
+    local qty, res, reqid = s:match('^(%d+),(%a),(.*)$')
+    return tonumber(qty), res, reqid ~= '' and reqid or nil
+end
+
+local function entrant_fmt(qty, res, reqid) return num(qty) .. ',' .. res .. ',' .. (reqid or '') end
+
+local RESULT_WORD = {e = 'entered', d = 'drawn', p = 'promoted'}
+local DRAW_MODE = {ok = 'draw'}   -- INFO's mode: a status word, as invariant
+
+-- Whether the draw is complete: begun, and every entrant looked at or its
+-- stock handed out.
+function Sale:draw_complete()
+    local D = self:dstate()
+    return D.dstock >= 0 and (D.dleft <= 0 or D.nx >= D.ne)
+end
+
+function Sale:left_to_draw()
+    local D = self:dstate()
+    if D.dstock < 0 then return self.rem > 0 and D.ne or 0 end
+    if D.dleft > 0 then return D.ne - D.nx end
+    return 0
+end
+
+-- Reads the draw members' entrant records (and their buyers, which a win
+-- reads) not cached yet, in one call.
+function Sale:prefetch_entrants(members)
+    local fields = {}
+    for _, m in ipairs(members) do
+        local user = string.sub(m, 33)
+        for _, f in ipairs({'E:' .. user, 'u:' .. user}) do
+            if self.c[f] == nil and self.w[f] == nil then fields[#fields + 1] = f end
+        end
+    end
+    for s = 1, #fields, 1000 do
+        local last = math.min(s + 999, #fields)
+        local vals = redis.call('HMGET', self.key, unpack(fields, s, last))
+        for j = s, last do self.c[fields[j]] = vals[j - s + 1] end
+    end
+end
+
+-- The entrant at draw member `m` becomes a pending reservation (`via` draw
+-- or waitlist) when its QTY fits `left` and the stock: returns its QTY, or
+-- nil (it stays where it is).
+function Sale:win(m, left, via, now)
+    local user = string.sub(m, 33)
+    local qty, _, reqid = entrant_parse(self:get('E:' .. user))
+    if qty > left or qty > self.rem then return nil end
+    local takes = self:plan_take(home_of(user, self.shards), qty)
+    if not takes then return nil end
+    local id = reqid
+    -- (A REQID that a reservation of this sale already has, as one RECONCILE
+    -- APPLY adopted before the draw: the winner gets a generated id.)
+    if not id or (self.ci > 0 and self:find(id)) then id = self:generate_id() end
+    self:insert(id, user, qty, 'p', self:stamp(now), takes, via)
+    self:set('E:' .. user, entrant_fmt(qty, via == 'draw' and 'd' or 'p', reqid))
+    self.zrem = self.zrem or {}
+    self.zrem[#self.zrem + 1] = m
+    local D = self:dstate()
+    D.nd = D.nd + 1
+    D.dirty = true
+    return qty
+end
+
+-- One DRAW call's work: at most `count` winners, 4 x count entrants looked
+-- at, in draw order from the draw's cursor. Returns the winners made.
+function Sale:draw_step(count, now)
+    local D = self:dstate()
+    local made, budget = 0, 4 * count
+    while made < count and budget > 0 and D.dleft > 0 and D.nx < D.ne do
+        local members = redis.call('ZRANGEBYLEX', self.zkey, D.dc and '(' .. D.dc or '-', '+', 'LIMIT', 0,
+            math.min(budget, count - made + 16))
+        if #members == 0 then
+            D.nx = D.ne   -- (only if the zset was changed behind the library's back)
+            break
+        end
+        self:prefetch_entrants(members)
+        for _, m in ipairs(members) do
+            D.nx, D.dc, budget = D.nx + 1, m, budget - 1
+            local got = self:win(m, D.dleft, 'draw', now)
+            if got then
+                D.dleft = D.dleft - got
+                made = made + 1
+            end
+            if D.dleft <= 0 or made == count then break end
+        end
+        D.dirty = true
+    end
+    return made
+end
+
+-- Once the draw is complete, units that came back go to the next waiting
+-- entrants in draw order whose QTY fits: at most PROMOTE_MAX promotions
+-- and PROMOTE_SCAN entrants looked at per call (the next call goes on).
+function Sale:promote()
+    if self.rem <= 0 then return end
+    local D = self:dstate()
+    if D.ne - D.nd <= 0 or not self:draw_complete() then return end
+    local from = '-'
+    if self.rem <= D.ws then
+        if D.wend == 1 then return end
+        if D.wc then from = '(' .. D.wc end
+    end
+    local members = redis.call('ZRANGEBYLEX', self.zkey, from, '+', 'LIMIT', 0, PROMOTE_SCAN)
+    self:prefetch_entrants(members)
+    local now = now_ms()
+    local promoted, last, all = 0, nil, #members < PROMOTE_SCAN
+    for i, m in ipairs(members) do
+        last = m
+        if self:win(m, self.rem, 'waitlist', now) then promoted = promoted + 1 end
+        if (promoted == PROMOTE_MAX or self.rem <= 0) and i < #members then
+            all = false
+            break
+        end
+    end
+    D.ws, D.wc, D.wend, D.dirty = self.rem, last, all and 1 or 0, true
+end
+
+-- The draw fields INFO and RECONCILE add (after the report's own).
+function Sale:draw_report(out)
+    local D = self:dstate()
+    local ltd = self:left_to_draw()
+    for _, v in ipairs({'mode', DRAW_MODE, 'entrants', D.ne, 'drawn', D.nd, 'left_to_draw', ltd,
+                        'waitlist', D.ne - D.nd - ltd, 'draw_stock', D.dstock >= 0 and D.dstock or false,
+                        'seed_commitment', tohex(sha256(D.seed)),
+                        'seed', D.dstock >= 0 and tohex(D.seed) or false}) do
+        out[#out + 1] = v
+    end
+    return out
+end
+
+-- 32 bytes for a new draw's seed. A function has no OS random source and
+-- its math.random is seeded the same on every server start (docs/
+-- managed-redis.md, "The draw's seed"): this hashes what the server can
+-- see that a client cannot predict, the server's run_id (160 bits from
+-- /dev/urandom at start), the address of a new Lua table (ASLR), the CPU
+-- clock where os.clock exists, TIME to the microsecond, the counters of
+-- INFO, with the key and the previous round's seed.
+local function fresh_seed(key, old)
+    local t = redis.call('TIME')
+    local parts = {t[1], t[2], tostring({}), tostring(math.random()), key, old or ''}
+    local ok, clock = pcall(function() return string.format('%.9f', os.clock()) end)
+    if ok then parts[#parts + 1] = clock end
+    -- (An ACL refusal cannot be caught inside a function: ask first.)
+    if redis.acl_check_cmd('INFO') then parts[#parts + 1] = redis.call('INFO') end
+    t = redis.call('TIME')
+    parts[#parts + 1] = t[2]
+    return sha256(table.concat(parts, '\0'))
+end
+
 -- Writes the call's changes: stream entries first (the one step that can
 -- fail, on a STREAM key of another type or without permission: then
 -- nothing is written), then the hash in one HSET (and one HDEL).
 function Sale:flush()
+    if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
     if not changed then return false end
     if self.hd_hint then self.hd = self.hd_hint end
@@ -748,6 +1037,10 @@ function Sale:flush()
         end
         args[#args + 1] = '*'
         for _, v in ipairs({'event', e[1], 'rid', e[2], 'user', e[3], 'qty', num(e[4])}) do args[#args + 1] = v end
+        if e[5] then
+            args[#args + 1] = 'via'
+            args[#args + 1] = e[5]
+        end
         if i == 1 then
             local ok, err = pcall(redis.call, 'XADD', unpack(args))
             if not ok then
@@ -776,14 +1069,22 @@ function Sale:flush()
         set[#set + 1] = num(seq)
         set[#set + 1] = rec_fmt(r)
     end
-    for i in pairs(self.bd) do
-        set[#set + 1] = 'b:' .. num(i)
-        set[#set + 1] = num(self.bk[i])
+    -- A one-bucket sale's bucket is `rem`, stored once in `m` (a b:0 that
+    -- library 1.0.0 wrote goes with this write).
+    if self.shards > 1 then
+        for i in pairs(self.bd) do
+            set[#set + 1] = 'b:' .. num(i)
+            set[#set + 1] = num(self.bk[i])
+        end
+    elseif self.stale_b0 then
+        del[#del + 1] = 'b:0'
     end
     if meta_changed(self) then
         set[#set + 1] = 'm'
         set[#set + 1] = meta_fmt(self)
     end
+    local zrem = self.zrem or {}
+    for s = 1, #zrem, 1000 do redis.call('ZREM', self.zkey, unpack(zrem, s, math.min(s + 999, #zrem))) end
     for s = 1, #set, 2000 do redis.call('HSET', self.key, unpack(set, s, math.min(s + 1999, #set))) end
     for s = 1, #del, 1000 do redis.call('HDEL', self.key, unpack(del, s, math.min(s + 999, #del))) end
     return true
@@ -800,6 +1101,7 @@ local function stock_edge(key, before, after)
 end
 
 function Sale:finish(before)
+    if self.draw then self:promote() end
     if self:flush() then stock_edge(self.key, before, self.rem) end
 end
 
@@ -945,7 +1247,7 @@ local function cmd_init(keys, args)
     if #args < 1 then arity('seckill.init') end
     local total = parse_u64('TOTAL', args[1], 0, MAX_TOTAL)
     local c = {shards = 1, limit = 1, hold = 0, start = 0}
-    local ttl, replace, stream, maxlen, round, peers
+    local ttl, replace, stream, maxlen, round, peers, draw
     local o = options(args, 2)
     while true do
         local word = o:next_word()
@@ -990,13 +1292,20 @@ local function cmd_init(keys, args)
         elseif w == 'REPLACE' then
             o:once('REPLACE')
             replace = true
+        elseif w == 'DRAW' then
+            o:once('DRAW')
+            draw = true
         else
             unknown_option(word)
         end
     end
+    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
     if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
     if stream then
         if stream == key then fail('ERR STREAM key must differ from the sale key') end
+        if draw and (stream == key .. ':draw' or stream == key .. ':entrants') then
+            fail("ERR STREAM key must differ from the draw sale's keys <key>:draw and <key>:entrants")
+        end
         if key_slot(stream) ~= key_slot(key) then
             fail('ERR STREAM key must hash to the sale key\'s slot: give both one hash tag, as sale:{1001} and sale:{1001}:events')
         end
@@ -1008,12 +1317,20 @@ local function cmd_init(keys, args)
     if before and not replace then return redis.status_reply('EXISTS') end
     if stream then check_stream(stream) end
     local now = now_ms()
+    local old_seed = before and before.draw and before:dstate().seed
     if before then redis.call('DEL', key) end
+    -- A draw's order and arrival list go with the round they belong to.
+    if draw or (before and before.draw) then redis.call('DEL', key .. ':draw', key .. ':entrants') end
     local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
                tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
-               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round}
+               stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round,
+               layout = draw and LAYOUT_DRAW or LAYOUT}
     local f = {'m', meta_fmt(S)}
+    if draw then
+        f[3], f[4] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
+                                    seed = fresh_seed(key, old_seed)})
+    end
     local function add(...)
         for _, v in ipairs({...}) do f[#f + 1] = v end
     end
@@ -1028,7 +1345,8 @@ local function cmd_init(keys, args)
     local base, extra = idiv(total, c.shards), total % c.shards
     for i = 0, c.shards - 1 do
         local a = num(base + (i < extra and 1 or 0))
-        add('b:' .. num(i), a, 'a:' .. num(i), a)
+        if c.shards > 1 then add('b:' .. num(i), a) end
+        add('a:' .. num(i), a)
     end
     for s = 1, #f, 2000 do redis.call('HSET', key, unpack(f, s, math.min(s + 1999, #f))) end
     if ttl then redis.call('PEXPIREAT', key, num(now + ttl * 1000)) end
@@ -1042,11 +1360,15 @@ end
 -- general path makes (tests/functions/test_differential.py holds both to
 -- the module). Returns the reply, or nil and what it read when the general
 -- path must decide.
+local reserve_general   -- (below)
+local RESERVED = {ok = 'RESERVED'}   -- a status reply, shared: the server only reads it
+
 local function reserve_fast(key, user, qty, reqid)
     local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
-    local v = redis.call('HMGET', key, 'm', 'b:0', uf, idf or 'm')
+    local v
+    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf) end
     local m = v[1]
-    if not m or v[3] or (reqid and v[4]) or #m < META_BYTES then return nil, v end
+    if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
         lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
     if layout ~= LAYOUT or shards ~= 1 or qty > limit then return nil, v end
@@ -1059,13 +1381,11 @@ local function reserve_fast(key, user, qty, reqid)
     if now < start then return {redis.status_reply('NOT_STARTED'), false, rem} end
     if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
     if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
-    local b0 = tonumber(v[2])
-    if b0 < qty then return nil, v end
-    local seq = num(n)
+    local seq, qs = num(n), qty == 1 and '1' or num(qty)
     local id = reqid or (tag .. '-' .. seq)
     local created = (n > 0 and lc > now) and lc or now
     local client = reqid ~= nil
-    local record = (hold > 0 and 'P' or 'p') .. num(qty) .. ',' .. num(created - t0) .. ',0,,,'
+    local record = (hold > 0 and 'P' or 'p') .. qs .. ',' .. num(created - t0) .. ',0,,,'
         .. (client and (#id .. ',' .. id) or '0,') .. user
     if hold > 0 then
         if hn == 0 then hc, hd = n, created + hold end
@@ -1092,10 +1412,9 @@ local function reserve_fast(key, user, qty, reqid)
             local ok, err
             if maxlen then
                 ok, err = pcall(redis.call, 'XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', 'reserved', 'rid', id,
-                    'user', user, 'qty', num(qty))
+                    'user', user, 'qty', qs)
             else
-                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty',
-                    num(qty))
+                ok, err = pcall(redis.call, 'XADD', stream, '*', 'event', 'reserved', 'rid', id, 'user', user, 'qty', qs)
             end
             if not ok then
                 err = type(err) == 'table' and (err.err or '') or tostring(err)
@@ -1108,17 +1427,18 @@ local function reserve_fast(key, user, qty, reqid)
     local meta = struct.pack(META_FORMAT, layout, total, shards, limit, hold, start, end_, tag_n, n + 1, left,
         pend + qty, conf, rel, exp, buyers + 1, hc, hn, hd, t0, created, ci, sent, recv) .. tail
     if client then
-        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty), idf, seq)
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. qs, idf, seq)
     else
-        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. num(qty), 'b:0', num(b0 - qty))
+        redis.call('HSET', key, 'm', meta, seq, record, uf, seq .. ':' .. qs)
     end
-    if rem > 0 and left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
-    return {redis.status_reply('RESERVED'), id, left}
+    if left == 0 then redis.call('PUBLISH', CHANNEL .. key, 'seckill.soldout') end
+    return {RESERVED, id, left}
 end
 
-local function cmd_reserve(keys, args)
-    local key = one_key(keys, 'seckill.reserve')
-    if #args < 1 then arity('seckill.reserve') end
+-- `key user [QTY n] [REQID id]` (RESERVE, ENTER): key, user, qty, reqid.
+local function key_user_qty_reqid(keys, args, name)
+    local key = one_key(keys, name)
+    if #args < 1 then arity(name) end
     local user = parse_id('user id', args[1])
     local qty, reqid = 1, nil
     local o = options(args, 2)
@@ -1135,10 +1455,29 @@ local function cmd_reserve(keys, args)
             unknown_option(word)
         end
     end
+    return key, user, qty, reqid
+end
+
+local function cmd_reserve(keys, args)
+    -- The common call, RESERVE key user, skips the option parser.
+    local user = args[1]
+    if #args == 1 and #keys == 1 and #user >= 1 and #user <= MAX_ID then
+        local fast, pre = reserve_fast(keys[1], user, 1, nil)
+        if fast then return fast end
+        return reserve_general(keys[1], user, 1, nil, pre)
+    end
+    local key, qty, reqid
+    key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.reserve')
     local fast, pre = reserve_fast(key, user, qty, reqid)
     if fast then return fast end
+    return reserve_general(key, user, qty, reqid, pre)
+end
+
+-- RESERVE when the fast path cannot decide; `pre` is what it read.
+reserve_general = function(key, user, qty, reqid, pre)
     local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
+    if S.draw then return status_id_count('DRAW', nil, S.rem) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
     local before = S.rem
     -- A sold-out sale without window or holds answers without the clock.
@@ -1287,6 +1626,7 @@ local function cmd_reconcile(keys, args)
     end
     S:finish(before)
     local out = S:report()
+    if S.draw then S:draw_report(out) end
     if orders then
         for _, v in ipairs({'orders_ok', ok, 'orders_pending', #pending, 'orders_released', #released,
                             'orders_unknown', #unknown, 'orders_conflict', #conflict,
@@ -1304,7 +1644,9 @@ local function cmd_info(keys, args)
     if #rest ~= 0 then arity('seckill.info') end
     local S = open(key)
     if not S then return false end
-    return reply_as(format, S:report())
+    local out = S:report()
+    if S.draw then S:draw_report(out) end
+    return reply_as(format, out)
 end
 
 local function cmd_get(keys, args)
@@ -1500,6 +1842,101 @@ local function cmd_recv(keys, args)
     return {credit, recv, S.rem}
 end
 
+-- SECKILL.ENTER key user [QTY n] [REQID id] -> [status, entrants]
+local function cmd_enter(keys, args)
+    local key, user, qty, reqid = key_user_qty_reqid(keys, args, 'seckill.enter')
+    local ef, rf = 'E:' .. user, reqid and 'I:' .. reqid
+    local S = open(key, ef, rf)
+    if not S then return status_count('NO_SALE', 0) end
+    if not S.draw then fail(NOT_DRAW) end
+    if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    local D = S:dstate()
+    if S:get(ef) then return status_count('ALREADY_ENTERED', D.ne) end
+    if rf and S:get(rf) then fail("ERR REQID is already another entrant's") end
+    if reqid and S:find(reqid) then fail("ERR REQID is already a reservation's id") end
+    if D.dstock >= 0 then return status_count('DRAWN', D.ne) end
+    local now = now_ms()
+    if now < S.start then return status_count('NOT_STARTED', D.ne) end
+    if now >= S.end_ then return status_count('ENDED', D.ne) end
+    redis.call('ZADD', S.zkey, 0, sha256(D.seed .. user) .. user)
+    redis.call('RPUSH', S.lkey, user)
+    S:set(ef, entrant_fmt(qty, 'e', reqid))
+    if rf then
+        S:set(rf, user)
+        D.nreq = D.nreq + 1
+    end
+    D.ne, D.dirty = D.ne + 1, true
+    S:finish(S.rem)
+    return status_count('ENTERED', D.ne)
+end
+
+-- `[COUNT n]`, the only option of DRAW and of ENTRANTS after its cursor.
+local function count_option(args, pos, default, max)
+    local count = default
+    local o = options(args, pos)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        if option_word(word) == 'COUNT' then
+            count = o:number('COUNT', 1, max)
+        else
+            unknown_option(word)
+        end
+    end
+    return count
+end
+
+-- SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
+local function cmd_draw(keys, args)
+    local key = one_key(keys, 'seckill.draw')
+    local count = count_option(args, 1, DRAW_COUNT, DRAW_COUNT_MAX)
+    local S = open(key)
+    if not S then fail('ERR no such sale') end
+    if not S.draw then fail(NOT_DRAW) end
+    local now = now_ms()
+    if now < S.end_ then fail('ERR registration is open until END: DRAW runs after it') end
+    local before = S.rem
+    S:expire_due(now, LAZY_CHUNK)
+    local D = S:dstate()
+    if D.dstock < 0 then
+        -- The first DRAW: the stock it hands out, and the seed revealed.
+        D.dstock, D.dleft, D.dirty = S.rem, S.rem, true
+    end
+    local made = S:draw_step(count, now)
+    S:finish(before)
+    return {made, S.rem, S:left_to_draw()}
+end
+
+-- SECKILL.ENTRANTS key cursor [COUNT n] -> [next_cursor, [user, qty, result, ...]]
+-- The cursor is the arrival index of the next entrant (0: from the start;
+-- 0 back: done).
+local function cmd_entrants(keys, args)
+    local key = one_key(keys, 'seckill.entrants')
+    if #args < 1 then arity('seckill.entrants') end
+    local cursor = parse_u64('cursor', args[1], 0, U64_MAX)
+    local count = count_option(args, 2, ENTRANTS_COUNT, ENTRANTS_MAX)
+    local S = open(key)
+    if not S then return {'0', {}} end
+    if not S.draw then fail(NOT_DRAW) end
+    local D = S:dstate()
+    if not cursor or cursor >= D.ne then return {'0', {}} end
+    local users = redis.call('LRANGE', S.lkey, cursor, cursor + count - 1)
+    local out = {}
+    if #users > 0 then
+        local fields = {}
+        for i, u in ipairs(users) do fields[i] = 'E:' .. u end
+        local recs = redis.call('HMGET', key, unpack(fields))
+        for i, u in ipairs(users) do
+            local qty, res = entrant_parse(recs[i])
+            out[#out + 1] = u
+            out[#out + 1] = qty
+            out[#out + 1] = RESULT_WORD[res]
+        end
+    end
+    local nxt = cursor + #users
+    return {nxt < D.ne and num(nxt) or '0', out}
+end
+
 -- FCALL seckill_expire 1 key [count]: releases up to count (default 128,
 -- at most 256) holds that ran out, oldest first. Replies how many; a worker
 -- calls again while the reply equals count.
@@ -1538,7 +1975,7 @@ local function register(name, body, flags, description)
     redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
 end
 
-register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE]')
+register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW]')
 register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
 register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
 register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
@@ -1547,5 +1984,8 @@ register('seckill_info', cmd_info, {'no-writes'}, 'SECKILL.INFO key')
 register('seckill_get', cmd_get, {'no-writes'}, 'SECKILL.GET key rid')
 register('seckill_send', cmd_send, {}, 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
 register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_total ROUND round')
+register('seckill_enter', cmd_enter, {}, 'SECKILL.ENTER key user [QTY n] [REQID id]')
+register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n]')
+register('seckill_entrants', cmd_entrants, {'no-writes'}, 'SECKILL.ENTRANTS key cursor [COUNT n]')
 register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')
 register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, 'seckill library ' .. VERSION)

@@ -7,7 +7,9 @@ Sales whose holds a test expires by hand are created with a direct
 `FCALL seckill_init`: the adapter's expiry worker only follows sales created
 through SECKILL.INIT."""
 
+import hashlib
 import os
+import random
 import re
 import struct
 import sys
@@ -75,6 +77,7 @@ def test_function_flags():
         'seckill_release': {'allow-oom'}, 'seckill_confirm': {'allow-oom'}, 'seckill_recv': {'allow-oom'},
         'seckill_reconcile': {'allow-oom'}, 'seckill_expire': {'allow-oom'},
         'seckill_info': {'no-writes'}, 'seckill_get': {'no-writes'},
+        'seckill_enter': set(), 'seckill_draw': set(), 'seckill_entrants': {'no-writes'},
         'seckill_version': {'no-writes', 'allow-stale'}})
     env.assertEqual(c.execute_command('FCALL_RO', 'seckill_version', 0), _library_version())
     env.expect('FCALL_RO', 'seckill_reserve', 1, 's', 'u').error().contains('write flag')
@@ -316,9 +319,27 @@ def test_a_hash_that_is_not_a_sale():
     for cmd in (['SECKILL.INFO', 'h'], ['SECKILL.RESERVE', 'h', 'u'], ['SECKILL.RELEASE', 'h', 'r'],
                 ['SECKILL.INIT', 'h', 5], ['SECKILL.INIT', 'h', 5, 'REPLACE']):
         env.expect(*cmd).error().contains('WRONGTYPE')
-    c.hset('v2', 'm', struct.pack('<23d', 2, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
+    c.hset('v2', 'm', struct.pack('<23d', 3, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
     env.expect('SECKILL.INFO', 'v2').error().contains('another version of the seckill library')
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
+
+
+def test_one_bucket_is_rem():
+    """A one-bucket sale keeps no b:0 field (its remaining units are the
+    counter in `m`); a b:0 that library 1.0.0 left is never read, and goes
+    with the sale's next write that reads the whole sale (RELEASE here)."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 's', 5, 'LIMIT', 2))
+    env.assertEqual(sorted(c.hkeys('s')), ['a:0', 'm'])
+    c.hset('s', 'b:0', 999)                      # as 1.0.0 wrote it, and stale
+    env.assertEqual(reserve(c, 's', 'u')[2], 4)
+    env.assertEqual(reserve(c, 's', 'u', 'REQID', 'q')[2], 3)      # the general path (a buyer with units)
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 's', 'q'), ['RELEASED', 4])
+    env.assertFalse(c.hexists('s', 'b:0'))
+    r = info(c, 's')
+    env.assertEqual((r['remaining'], r['shards'], r['invariant']), (4, [4], 'ok'))
+    env.assertOk(c.execute_command('SECKILL.INIT', 'm', 5, 'SHARDS', 2))
+    env.assertEqual(sorted(c.hkeys('m')), ['a:0', 'a:1', 'b:0', 'b:1', 'm'])
 
 
 def test_stream_of_another_type_changes_nothing():
@@ -433,3 +454,277 @@ def test_cluster_refuses_a_key_without_hash_tag():
         env.assertContains('hash tag', str(e))
     env.assertEqual(conn.execute_command('SECKILL.INIT', 'sale:{plainkey}', 5), 'OK')
     env.assertEqual(conn.execute_command('SECKILL.RESERVE', 'sale:{plainkey}', 'u')[0], 'RESERVED')
+
+
+# ------------------------------------------------------------- draw sales
+
+def _raw(c):
+    """A connection like `c` that returns bytes (user ids may be binary)."""
+    kw = c.connection_pool.connection_kwargs
+    return redis.Redis(host=kw.get('host', 'localhost'), port=kw['port'], password=kw.get('password'))
+
+
+def _sha256_library():
+    """The library's SHA-256 section, loaded as a library of its own with one
+    function: the same Lua text seckill.lua runs."""
+    with open(LIBRARY) as f:
+        text = f.read()
+    start = text.index('-' * 64 + ' SHA-256')
+    end = text.index('\n' + '-' * 40, start + 10)
+    return ('#!lua name=seckill_sha256_test\n' + text[start:end] + '\n'
+            "redis.register_function{function_name = 'sha256_test', flags = {'no-writes'},\n"
+            '    callback = function(keys, args) return {sha256(args[1]), tohex(sha256(args[1]))} end}\n')
+
+
+def test_sha256_vectors():
+    """The library's pure-Lua SHA-256 against hashlib: the empty message,
+    every length around the padding boundaries (55, 56, 63, 64, 65, 119,
+    120 bytes...), all 256 byte values, multi-block messages."""
+    env, c = _env()
+    r = _raw(c)
+    r.execute_command('FUNCTION', 'LOAD', 'REPLACE', _sha256_library())
+    rng = random.Random(18)
+    msgs = [b'', b'abc', b'abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq', bytes(range(256)),
+            bytes(range(256)) * 5, b'\x00' * 64, b'\xff' * 120]
+    for n in list(range(0, 140)) + [183, 184, 191, 192, 255, 256, 288, 1000, 4096]:
+        msgs.append(b'a' * n)
+        msgs.append(bytes(rng.randrange(256) for _ in range(n)))
+    for m in msgs:
+        raw, hexd = r.execute_command('FCALL_RO', 'sha256_test', 0, m)
+        env.assertEqual(raw, hashlib.sha256(m).digest(), message=repr(m[:20]) + ' len %d' % len(m))
+        env.assertEqual(hexd.decode(), hashlib.sha256(m).hexdigest())
+    r.execute_command('FUNCTION', 'DELETE', 'seckill_sha256_test')
+
+
+def _draw_sale(env, c, key, total, *extra, users=(), end_in=3000):
+    """A draw sale whose registration ends `end_in` ms from now on the
+    server's clock, entered by `users` ((user, qty, reqid or None) each);
+    returns its END."""
+    end = server_ms(c) + end_in
+    env.assertIn(_init(c, key, total, 'DRAW', 'END', end, *extra), ('OK', b'OK'))
+    p = c.pipeline(transaction=False)
+    for user, qty, reqid in users:
+        p.execute_command('FCALL', 'seckill_enter', 1, key, user, 'QTY', qty, *(['REQID', reqid] if reqid else []))
+    for i, (status, n) in enumerate(p.execute()):
+        env.assertEqual((status if isinstance(status, str) else status.decode(), n), ('ENTERED', i + 1))
+    return end
+
+
+def _wait_end(env, c, end):
+    env.assertTrue(wait_for(lambda: server_ms(c) >= end, timeout=10))
+
+
+def _bdict(reply):
+    return {k.decode(): v for k, v in zip(reply[0::2], reply[1::2])}
+
+
+def _entrants(r, key, count=3):
+    """Every (user, qty, result) through ENTRANTS' cursor, in arrival order."""
+    out, cursor = [], b'0'
+    while True:
+        cursor, page = r.execute_command('FCALL_RO', 'seckill_entrants', 1, key, cursor, 'COUNT', count)
+        out += [(page[i], page[i + 1], page[i + 2].decode()) for i in range(0, len(page), 3)]
+        if cursor == b'0':
+            return out
+
+
+def _draw_order(seed, users):
+    return sorted(users, key=lambda u: hashlib.sha256(seed + u).digest())
+
+
+def test_draw_order_is_ascending_sha256_of_seed_and_user():
+    """INFO publishes SHA-256(seed) from INIT on and reveals the seed at the
+    first DRAW; the zset's members are SHA-256(seed || user) .. user; the
+    winners are those of a Python walk of ascending SHA-256(seed || user)
+    over draw_stock; ENTRANTS pages in arrival order."""
+    env, c = _env()
+    r = _raw(c)
+    K = 'd:{o}'
+    rng = random.Random(5)
+    # Users whose seed || user hits the padding boundaries, binary bytes too.
+    lengths = [1, 2, 22, 23, 24, 25, 31, 32, 33, 86, 87, 88, 95, 96, 200, 256]
+    users = [bytes([65 + i]) + bytes(rng.randrange(256) for _ in range(n - 1)) for i, n in enumerate(lengths)]
+    users += [b'user:%d' % i for i in range(30)]
+    entries = [(u, rng.choice((1, 1, 2, 3)), b'order-%d' % i if i % 3 else None) for i, u in enumerate(users)]
+    end = _draw_sale(env, r, K, 20, 'LIMIT', 3, 'STREAM', K + ':ev', users=entries)
+    before = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertEqual((before['mode'], before['entrants'], before['drawn'], before['seed'], before['draw_stock']),
+                    (b'draw', len(users), 0, None, None))
+    env.assertEqual((before['left_to_draw'], before['waitlist']), (len(users), 0))
+    env.assertEqual(len(before['seed_commitment']), 64)
+    env.assertEqual(r.execute_command('FCALL', 'seckill_reserve', 1, K, 'x'), [b'DRAW', None, 20])
+    _wait_end(env, c, end)
+    calls = 0
+    while True:
+        drawn, remaining, left = r.execute_command('FCALL', 'seckill_draw', 1, K, 'COUNT', 2)
+        env.assertLessEqual(drawn, 2)
+        calls += 1
+        if left == 0:
+            break
+        env.assertLess(calls, 100)
+    after = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    seed = bytes.fromhex(after['seed'].decode())
+    env.assertEqual(len(seed), 32)
+    env.assertEqual(after['seed_commitment'], before['seed_commitment'])
+    env.assertEqual(hashlib.sha256(seed).hexdigest().encode(), after['seed_commitment'])
+    env.assertEqual(after['draw_stock'], 20)
+    # The waiting entrants' draw keys, as the server stored them, in order.
+    members = r.zrange(K + ':draw', 0, -1)
+    env.assertEqual(members, sorted(members))
+    for m in members:
+        env.assertEqual(m[:32], hashlib.sha256(seed + m[32:]).digest())
+    # ENTRANTS: arrival order, and the winners of a walk of the draw order.
+    listed = _entrants(r, K)
+    env.assertEqual([(u, q) for u, q, _ in listed], [(u, q) for u, q, _ in entries])
+    qty = {u: q for u, q, _ in entries}
+    left, winners = 20, set()
+    for u in _draw_order(seed, users):
+        if qty[u] <= left:
+            winners.add(u)
+            left -= qty[u]
+    env.assertEqual({u for u, _, res in listed if res == 'drawn'}, winners)
+    env.assertEqual({u for u, _, res in listed if res == 'entered'}, set(users) - winners)
+    env.assertEqual(sorted(m[32:] for m in members), sorted(set(users) - winners))
+    env.assertEqual((after['drawn'], after['left_to_draw'], after['waitlist']),
+                    (len(winners), 0, len(users) - len(winners)))
+    env.assertEqual(after['remaining'], left)
+    # Each winner: a pending reservation under its REQID, a `reserved` entry with via draw.
+    events = [e[1] for e in r.xrange(K + ':ev')]
+    env.assertEqual(sorted(e[b'user'] for e in events), sorted(winners))
+    reqid = {u: q for u, _, q in entries}
+    for e in events:
+        env.assertEqual((e[b'event'], e[b'via']), (b'reserved', b'draw'))
+        if reqid[e[b'user']]:
+            env.assertEqual(e[b'rid'], reqid[e[b'user']])
+    # DRAW again: nothing more; ENTER: DRAWN.
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, K), [0, left, 0])
+    env.assertEqual(r.execute_command('FCALL', 'seckill_enter', 1, K, 'late'), [b'DRAWN', len(users)])
+    # REPLACE: a new round, a new seed.
+    env.assertOk(_init(c, K, 5, 'DRAW', 'END', server_ms(c) + 60000, 'REPLACE'))
+    again = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertNotEqual(again['seed_commitment'], after['seed_commitment'])
+    env.assertEqual((again['entrants'], r.exists(K + ':draw', K + ':entrants')), (0, 0))
+
+
+def test_draw_commands_refuse():
+    """ENTER's statuses and errors in the documented order, DRAW and
+    ENTRANTS on a missing key, a sale that is not a draw sale, before END."""
+    env, c = _env()
+    now = server_ms(c)
+    env.assertOk(_init(c, 'n', 5))
+    env.assertOk(_init(c, 'later', 5, 'DRAW', 'START', now + 60000, 'END', now + 120000))
+    env.expect('FCALL', 'seckill_init', 1, 'x', 5, 'DRAW').error().contains('DRAW needs END')
+    for fn, args in (('enter', ['u']), ('draw', []), ('entrants', [0])):
+        env.expect('FCALL', 'seckill_' + fn, 1, 'n', *args).error().contains('not a draw sale (INIT ... DRAW)')
+    env.assertEqual(c.execute_command('FCALL', 'seckill_enter', 1, 'nokey', 'u'), ['NO_SALE', 0])
+    env.expect('FCALL', 'seckill_draw', 1, 'nokey').error().contains('no such sale')
+    env.assertEqual(c.execute_command('FCALL_RO', 'seckill_entrants', 1, 'nokey', 0), ['0', []])
+    env.assertEqual(c.execute_command('FCALL', 'seckill_enter', 1, 'later', 'u'), ['NOT_STARTED', 0])
+    env.expect('FCALL', 'seckill_draw', 1, 'later').error().contains('registration is open until END')
+    env.expect('FCALL', 'seckill_draw', 1, 'later', 'COUNT', 0).error().contains('COUNT must be from 1 to 10000')
+    env.expect('FCALL', 'seckill_draw', 1, 'later', 'COUNT', 10001).error().contains('COUNT must be from 1 to 10000')
+    env.expect('FCALL_RO', 'seckill_entrants', 1, 'later', 0, 'COUNT', 1001).error().contains(
+        'COUNT must be from 1 to 1000')
+    env.expect('FCALL_RO', 'seckill_entrants', 1, 'later', 'x').error().contains('cursor is not an integer')
+    end = _draw_sale(env, c, 'd', 5, 'LIMIT', 2, users=[('a', 2, 'ra')])
+    env.expect('FCALL', 'seckill_enter', 1, 'd', 'b', 'QTY', 3).error().contains("QTY is above the sale's LIMIT")
+    env.assertEqual(c.execute_command('FCALL', 'seckill_enter', 1, 'd', 'a', 'QTY', 1, 'REQID', 'other'),
+                    ['ALREADY_ENTERED', 1])
+    env.expect('FCALL', 'seckill_enter', 1, 'd', 'b', 'REQID', 'ra').error().contains(
+        "REQID is already another entrant's")
+    env.assertEqual(c.execute_command('FCALL_RO', 'seckill_entrants', 1, 'd', 0), ['0', ['a', 2, 'entered']])
+    # An order RECONCILE adopted before the draw: its id is a reservation's.
+    rep = c.execute_command('SECKILL.RECONCILE', 'd', 'ORDERS', 1, 'x1', 'x', 1, 'APPLY')
+    env.assertEqual(rep[rep.index('orders_unknown') + 1], 1)
+    env.assertEqual(rep[rep.index('mode'):rep.index('entrants') + 2], ['mode', 'draw', 'entrants', 1])
+    env.assertLess(rep.index('seed'), rep.index('orders_ok'))
+    env.expect('FCALL', 'seckill_enter', 1, 'd', 'b', 'REQID', 'x1').error().contains(
+        "REQID is already a reservation's id")
+    raw = RawConn(c)
+    env.assertContains(b'$4\r\nmode\r\n+draw\r\n', raw.call('SECKILL.INFO', 'd'))   # a status word
+    raw.close()
+    _wait_end(env, c, end)
+    env.assertEqual(c.execute_command('FCALL', 'seckill_enter', 1, 'd', 'b'), ['ENDED', 1])
+    env.assertEqual(c.execute_command('FCALL', 'seckill_draw', 1, 'd'), [1, 2, 0])
+    env.assertEqual(c.execute_command('FCALL', 'seckill_enter', 1, 'd', 'b'), ['DRAWN', 1])
+    env.assertEqual(get(c, 'd', 'ra')['state'], 'pending')
+    env.assertEqual(c.execute_command('FCALL_RO', 'seckill_entrants', 1, 'd', 0), ['0', ['a', 2, 'drawn']])
+
+
+def test_waitlist_follows_the_draw_order():
+    """After the draw, each unit a winner releases goes to the first waiting
+    entrant in draw order whose QTY fits (a Python model of the walk, after
+    every RELEASE), with a `reserved` entry `via waitlist`; once the
+    waitlist is empty the stock stays in remaining."""
+    env, c = _env()
+    r = _raw(c)
+    K = 'w:{1}'
+    rng = random.Random(11)
+    entries = [(b'u%d' % i, rng.choice((1, 2, 3)), None) for i in range(40)]
+    end = _draw_sale(env, r, K, 12, 'LIMIT', 3, 'STREAM', K + ':ev', users=entries)
+    _wait_end(env, c, end)
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, K)[2], 0)
+    seed = bytes.fromhex(_bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))['seed'].decode())
+    qty = {u: q for u, q, _ in entries}
+    order = _draw_order(seed, [u for u, _, _ in entries])
+    result, left = {u: 'entered' for u in qty}, 12
+    for u in order:
+        if qty[u] <= left:
+            result[u], left = 'drawn', left - qty[u]
+    rid = {e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev')}
+    live = [u for u in order if result[u] == 'drawn']
+    stock = left
+    while live:
+        u = live.pop(0)
+        env.assertEqual(r.execute_command('FCALL', 'seckill_release', 1, K, rid[u])[0], b'RELEASED')
+        stock += qty[u]
+        for w in order:
+            if result[w] == 'entered' and qty[w] <= stock:
+                result[w], stock = 'promoted', stock - qty[w]
+                live.append(w)
+        rid.update({e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev') if e[1].get(b'via') == b'waitlist'})
+        env.assertEqual({u: res for u, _, res in _entrants(r, K, 7)}, result)
+        rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+        env.assertEqual(rep['remaining'], stock)
+        env.assertEqual(rep['waitlist'], list(result.values()).count('entered'))
+        env.assertEqual(rep['invariant'], b'ok')
+    env.assertEqual(list(result.values()).count('entered'), 0)   # every entrant had its turn
+    env.assertEqual(r.zcard(K + ':draw'), 0)
+    vias = [e[1].get(b'via') for e in r.xrange(K + ':ev') if e[1][b'event'] == b'reserved']
+    env.assertEqual(vias.count(b'waitlist'), list(result.values()).count('promoted'))
+
+
+def test_waitlist_promotions_are_bounded():
+    """Holds that run out go to the waitlist through seckill_expire: at most
+    128 promotions per call, the rest on the next call."""
+    env, c = _env()
+    K = 'b:{1}'
+    end = _draw_sale(env, c, K, 200, 'HOLD', 1000, users=[('u%d' % i, 1, None) for i in range(400)])
+    _wait_end(env, c, end)
+    env.assertEqual(c.execute_command('FCALL', 'seckill_draw', 1, K, 'COUNT', 10000), [200, 0, 0])
+    time.sleep(1.1)
+    env.assertEqual(_expire(c, K, 256), 200)
+    r = info(c, K)
+    env.assertEqual((r['drawn'], r['remaining'], r['waitlist'], r['expired']), (328, 72, 72, 200))
+    env.assertEqual(_expire(c, K, 256), 0)
+    r = info(c, K)
+    env.assertEqual((r['drawn'], r['remaining'], r['waitlist'], r['pending'], r['invariant']), (400, 0, 0, 200, 'ok'))
+    results = [res for _, _, res in _entrants(_raw(c), K, 1000)]
+    env.assertEqual((results.count('drawn'), results.count('promoted')), (200, 200))
+
+
+def test_draw_on_a_replica():
+    """ENTRANTS and INFO run with FCALL_RO on a replica, and the replica
+    ends digest-equal after a draw and its promotions."""
+    env, c = _env(useSlaves=True)
+    K = 'r:{1}'
+    end = _draw_sale(env, c, K, 3, users=[('u%d' % i, 1, 'q%d' % i) for i in range(8)])
+    _wait_end(env, c, end)
+    c.execute_command('FCALL', 'seckill_draw', 1, K)
+    winner = [u for u, _, res in _entrants(_raw(c), K) if res == 'drawn'][0]
+    c.execute_command('SECKILL.RELEASE', K, 'q' + winner.decode()[1:])
+    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    replica = env.getSlaveConnection()
+    env.assertEqual(_entrants(_raw(replica), K), _entrants(_raw(c), K))
+    env.assertEqual(info(replica, K), info(c, K))
+    env.assertEqual(digest(replica), digest(c))

@@ -7,7 +7,7 @@ suite the conformance suite of functions/seckill.lua:
 - every `SECKILL.X key args...` a test sends (redis-py execute_command,
   pipelines, RLTest's env.expect / env.cmd, RedisCluster, seckill_helpers'
   RawConn) goes out as `FCALL seckill_x 1 key args...`, or `FCALL_RO` for
-  INFO and GET (the no-writes functions; FCALL declares its keys read-write
+  INFO, GET and ENTRANTS (the no-writes functions; FCALL declares its keys read-write
   to ACLs, FCALL_RO read-only);
 - the library is loaded (FUNCTION LOAD REPLACE) into every master RLTest
   starts, before its replica starts (replicas get it by replication; RDB and
@@ -140,8 +140,9 @@ def clock_frozen_in_multi(conn):
 
 
 # Functions that do not write: sent with FCALL_RO.
-READ_ONLY = ('INFO', 'GET')
-COMMANDS = ('INIT', 'RESERVE', 'RELEASE', 'CONFIRM', 'RECONCILE', 'INFO', 'GET', 'SEND', 'RECV')
+READ_ONLY = ('INFO', 'GET', 'ENTRANTS')
+COMMANDS = ('INIT', 'RESERVE', 'RELEASE', 'CONFIRM', 'RECONCILE', 'INFO', 'GET', 'SEND', 'RECV',
+            'ENTER', 'DRAW', 'ENTRANTS')
 
 
 def _text(a):
