@@ -5,10 +5,8 @@ verification refused), the same with seckill.aio and on the Functions
 library; a split sale's draw on a plain redis.Redis with several parts,
 interrupted and finished.
 
-Tests that need the draw commands skip, saying why, on a module (or a
-library) without SECKILL.ENTER; point SECKILL_MODULE (SECKILL_LIBRARY)
-at a build that has them. The rebalance a split draw starts with needs only
-SEND/RECV and runs on any build."""
+The module's tests run on SECKILL_MODULE (the build), the library's on
+SECKILL_LIBRARY (the repository's functions/seckill.lua)."""
 
 from __future__ import annotations
 
@@ -32,25 +30,9 @@ from test_split_cluster import users_homed
 WINDOW_MS = 400      # registration stays open this long after INIT
 
 
-def has_enter(c) -> bool:
-    try:
-        c.execute_command('FCALL', 'seckill_enter', 1, 'probe:{draw}', 'u') \
-            if getattr(c, '_seckill_fcall', False) else \
-            c.execute_command('SECKILL.ENTER', 'probe:{draw}', 'u')
-    except redis.ResponseError as exc:
-        text = str(exc).lower()
-        if 'unknown command' in text or 'function not found' in text:
-            return False
-        raise
-    return True
-
-
 @pytest.fixture
 def dr(r, module):
-    """The conftest's client `r`, on a module that has the draw commands."""
-    if not has_enter(r):
-        pytest.skip('the module %s has no SECKILL.ENTER (draw sales): set SECKILL_MODULE to a '
-                    'build with them' % module)
+    """The conftest's client `r`, on the module."""
     return r
 
 
@@ -62,11 +44,7 @@ def lib_client():
     c = srv.client()
     with open(library.source_path()) as f:
         c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
-    c._seckill_fcall = True
     try:
-        if not has_enter(c):
-            pytest.skip('the Functions library %s has no seckill_enter (draw sales): set '
-                        'SECKILL_LIBRARY to a version with it' % library.source_path())
         yield c
     finally:
         c.close()
