@@ -46,8 +46,8 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 13] = [
     // on another node, and the command never opens it.
     (c"seckill.send", -4, Keys::Sale { write: true }, c"Move remaining stock towards a peer key of a split sale.", c"write fast"),
     (c"seckill.recv", -4, Keys::Sale { write: true }, c"Credit what a peer key has sent, by cumulative total.", c"write fast"),
-    // Draw sales. DRAW's work is bounded by COUNT (up to 10000 winners and
-    // 40000 entrants looked at), ENTRANTS' by its COUNT (up to 1000): slow.
+    // Draw sales. DRAW's work is bounded by COUNT (up to 1000 winners and
+    // 4000 entrants looked at), ENTRANTS' by its COUNT (up to 1000): slow.
     (c"seckill.enter", -3, Keys::Sale { write: true }, c"Register a user for a draw sale.", c"write fast"),
     (c"seckill.draw", -2, Keys::Sale { write: true }, c"Draw winners of a draw sale, COUNT at a time.", c"write slow"),
     (c"seckill.entrants", -3, Keys::Sale { write: false }, c"Page through a draw sale's entrants.", c"read slow"),

@@ -19,19 +19,22 @@ import os
 import redis
 from RLTest import Env
 
-from seckill_helpers import conn_address, digest, get, info, reconcile, reserve, server_version
+from seckill_helpers import conn_address, digest, get, info, reconcile, reserve, server_ms, server_version
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'operations.md')
 
 # The lines of docs/operations.md, word for word (test_readme_has_the_lines checks it).
 FRONT_END = ('ACL SETUSER shop reset on >shop-password ~sale:* '
-             '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get')
+             '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get '
+             '+seckill.enter +seckill.entrants')
 DRIVER = ('ACL SETUSER sale-driver reset on >driver-password ~sale:* '
           '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get '
-          '+seckill.init +seckill.send +seckill.recv +seckill.reconcile')
+          '+seckill.enter +seckill.entrants +seckill.init +seckill.send +seckill.recv +seckill.reconcile '
+          '+seckill.draw')
 
 ALL = ['seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
-       'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv']
+       'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv', 'seckill.enter',
+       'seckill.draw', 'seckill.entrants']
 # What src/command_info.rs puts each command in.
 CATEGORIES = {
     'seckill.init': {'write', 'slow'},
@@ -44,7 +47,11 @@ CATEGORIES = {
     'seckill.effect': {'admin', 'slow', 'dangerous'},
     'seckill.send': {'write', 'fast'},
     'seckill.recv': {'write', 'fast'},
+    'seckill.enter': {'write', 'fast'},
+    'seckill.draw': {'write', 'slow'},
+    'seckill.entrants': {'read', 'slow'},
 }
+DRAW_SALE = 'sale:{d}'
 
 SALE = 'sale:{1}'
 STREAM = 'sale:{1}:events'
@@ -160,6 +167,12 @@ def test_front_end():
     refused(env, c, shop, 'SECKILL.RESERVE', 'other:{1}', 'u1')
     refused(env, c, shop, 'SECKILL.INFO', 'other:{1}')
     env.assertEqual(info(c, SALE)['remaining'], 9)
+
+    # A draw sale: buyers enter and the entrants are read; the draw is the operator's.
+    c.execute_command('SECKILL.INIT', DRAW_SALE, 5, 'END', server_ms(c) + 60000, 'DRAW')
+    env.assertEqual(shop.execute_command('SECKILL.ENTER', DRAW_SALE, 'u1'), ['ENTERED', 1])
+    env.assertEqual(shop.execute_command('SECKILL.ENTRANTS', DRAW_SALE, 0), ['0', ['u1', 1, 'entered']])
+    refused(env, c, shop, 'SECKILL.DRAW', DRAW_SALE)
     shop.close()
 
 
@@ -188,6 +201,11 @@ def test_driver():
     runs(env, driver, 'SECKILL.RECV', 'sale:{2}', SALE, 3, 'ROUND', 'r1')
     runs(env, driver, 'SECKILL.INIT', SALE, 10, 'STREAM', STREAM, 'REPLACE')
     env.assertEqual(info(driver, SALE)['remaining'], 10)
+    # Draw sales: created, entered and drawn by the operator.
+    env.assertEqual(driver.execute_command('SECKILL.INIT', DRAW_SALE, 5, 'END', server_ms(c) - 1, 'DRAW'), 'OK')
+    env.assertEqual(driver.execute_command('SECKILL.ENTER', DRAW_SALE, 'u1'), ['ENDED', 0])
+    env.assertEqual(driver.execute_command('SECKILL.DRAW', DRAW_SALE), [0, 5, 0])
+    env.assertEqual(driver.execute_command('SECKILL.ENTRANTS', DRAW_SALE, 0), ['0', []])
 
     # Nothing more: EFFECT (the replication link's), plain commands, keys
     # outside sale:*, a stream outside sale:*.
