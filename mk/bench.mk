@@ -14,6 +14,8 @@
 #   make bench-hardening  stalls, idle CPU and memory peaks at huge sizes:
 #                         bench/reports/HARDENING.md, in the section of
 #                         HARDENING_LABEL (HARDENING_ARGS='--only growth')
+#   make bench-draw       draw sales at 1M entrants: ENTER and DRAW per call
+#                         from SLOWLOG, RESERVE beside them (DRAW_ARGS=...)
 #   make bench-cluster    one split sale over a three-master cluster:
 #                         bench/reports/CLUSTER.md
 #                         (CLUSTER_ARGS='--stock 50000 --procs 6')
@@ -22,8 +24,9 @@ BENCH_ARGS ?=
 HARDENING_LABEL ?= after
 HARDENING_ARGS ?=
 CLUSTER_ARGS ?=
+DRAW_ARGS ?=
 
-.PHONY: bench bench-callgrind bench-hardening bench-cluster
+.PHONY: bench bench-callgrind bench-hardening bench-cluster bench-draw
 
 bench: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build) py-deps ## figures: RESERVE against the seed scripts, native commands and the Functions library (bench/reports/REPORT.md)
 	$(PY) bench/bench.py --module $(MODULE) $(BENCH_ARGS)
@@ -37,3 +40,6 @@ bench-hardening: build py-deps ## figures: stalls, idle CPU, memory at huge size
 
 bench-cluster: build pipeline-deps ## figures: one split sale over a three-master cluster (bench/reports/CLUSTER.md)
 	$(PY) bench/cluster.py --module $(MODULE) $(CLUSTER_ARGS)
+
+bench-draw: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE)),build) py-deps ## figures: ENTER and DRAW per call at 1M entrants (SLOWLOG)
+	$(PY) bench/draw.py --module $(MODULE) $(DRAW_ARGS)
