@@ -19,7 +19,7 @@ MODULE := $(CURDIR)/target/release/libredis_seckill.so
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 RLTEST := $(VENV)/bin/RLTest
-APT_PACKAGES := redis-server redis-tools libclang-dev python3-venv
+APT_PACKAGES := redis-server redis-tools redis-sentinel libclang-dev python3-venv
 # RLTest options shared by every environment: random free ports (never
 # 6379), DEBUG enabled for digests and reloads.
 RLTEST_ARGS := --module $(MODULE) --randomize-ports --enable-debug-command \
@@ -71,7 +71,7 @@ build: sys-deps ## build the module (target/release/libredis_seckill.so)
 	cargo build --release
 
 # Debian packages: installed only when missing, so a ready machine skips apt.
-sys-deps: ## Debian packages: redis-server, redis-tools, libclang-dev, python3-venv
+sys-deps: ## Debian packages: redis-server, redis-tools, redis-sentinel, libclang-dev, python3-venv
 	@missing=""; for p in $(APT_PACKAGES); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
