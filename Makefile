@@ -1,7 +1,7 @@
 # redis-seckill: build, run and test the module in a real redis-server.
 #
 #   make run    install what is missing, build, start redis-server with the
-#               module on port $(PORT) (redis.conf.example)
+#               module on PORT (default 7379; redis.conf.example), data in run/PORT/
 #   make test   install what is missing, build, run every test stage on
 #               every server, then print one summary
 #   make help   every target, one line each
@@ -60,7 +60,7 @@ INTEGRATION_TARGETS := integration integration-valkey8 integration-valkey9 integ
 EXTRA_TESTS ?=
 -include $(wildcard mk/*.mk)
 
-.PHONY: help lint run test build deps sys-deps py-deps pipeline-deps pipeline-pg unit integration integration-valkey8 \
+.PHONY: help lint run run-dir start stop reset cluster cluster-stop test build deps sys-deps py-deps pipeline-deps pipeline-pg unit integration integration-valkey8 \
 	integration-valkey9 integration-redis8 redis-suite fuzz valgrind clean
 
 help: ## this list
@@ -68,6 +68,7 @@ help: ## this list
 		awk -F':.*## ' '{ printf "  make %-20s %s\n", $$1, $$2 }'
 
 build: sys-deps ## build the module (target/release/libredis_seckill.so)
+	@[ -f $(MODULE) ] || echo "first build: compiling the module and its dependencies (bindgen needs libclang, installed above) takes 2 to 8 minutes on 2 cores"
 	cargo build --release
 
 # Debian packages: installed only when missing, so a ready machine skips apt.
@@ -75,6 +76,7 @@ sys-deps: ## Debian packages: redis-server, redis-tools, redis-sentinel, libclan
 	@missing=""; for p in $(APT_PACKAGES); do \
 		dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing; run as root, or: sudo apt-get install$$missing"; exit 1; fi; \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends $$missing; \
@@ -102,8 +104,57 @@ pipeline-pg: ## Debian's postgresql (initdb, pg_ctl) for the pipeline's tests
 
 deps: sys-deps py-deps ## everything the integration tests need
 
-run: build ## start redis-server with the module on port $(PORT)
-	redis-server redis.conf.example --port $(PORT) --loadmodule $(MODULE)
+# `make run` keeps each port's data (AOF, RDB, log, pid file) in run/PORT/,
+# so two ports in one checkout share no files and the repository root stays
+# clean. FRESH=1 starts that port from an empty folder.
+RUN_DIR = $(CURDIR)/run/$(PORT)
+RUN_ARGS = redis.conf.example --port $(PORT) --dir $(RUN_DIR) --pidfile $(RUN_DIR)/redis.pid \
+	--loadmodule $(MODULE)
+run-dir:
+	@if [ '$(FRESH)' = 1 ]; then $(MAKE) --no-print-directory stop; rm -rf '$(RUN_DIR)'; fi
+	@mkdir -p '$(RUN_DIR)'
+	@if [ -f '$(RUN_DIR)/redis.pid' ] && kill -0 "$$(cat '$(RUN_DIR)/redis.pid')" 2>/dev/null; then \
+		echo "a server already runs on port $(PORT) (pid $$(cat '$(RUN_DIR)/redis.pid')): make stop PORT=$(PORT)"; exit 1; fi
+
+run: build run-dir ## redis-server with the module in the foreground on PORT (default 7379); data in run/PORT/; FRESH=1 starts empty
+	redis-server $(RUN_ARGS)
+
+start: build run-dir ## the same server in the background (make stop ends it)
+	@redis-server $(RUN_ARGS) --daemonize yes --logfile $(RUN_DIR)/redis.log
+	@for i in $$(seq 50); do redis-cli -p $(PORT) ping >/dev/null 2>&1 && break; sleep 0.1; done
+	@echo "redis-server with the module on port $(PORT), pid $$(cat '$(RUN_DIR)/redis.pid'); data and log in run/$(PORT)/"
+
+stop: ## stop the server `make run`/`make start` started on PORT (by its pid file)
+	@pidf='$(RUN_DIR)/redis.pid'; if [ -f "$$pidf" ] && kill -0 "$$(cat "$$pidf")" 2>/dev/null; then \
+		pid=$$(cat "$$pidf"); kill "$$pid"; for i in $$(seq 100); do kill -0 "$$pid" 2>/dev/null || break; sleep 0.1; done; \
+		echo "stopped the server on port $(PORT) (pid $$pid)"; \
+	else echo "no server of make run on port $(PORT)"; fi
+
+reset: stop ## stop the server on PORT and delete its data (run/PORT/)
+	rm -rf '$(RUN_DIR)'
+
+# A local three-master Redis Cluster with the module, for split sales
+# (docs/split-sales.md): ports CLUSTER_PORT .. CLUSTER_PORT+2, data in
+# run/cluster-PORT/, no replicas. `make cluster-stop` ends it and deletes it.
+CLUSTER_PORT ?= 7000
+CLUSTER_PORTS = $(CLUSTER_PORT) $(shell echo $$(($(CLUSTER_PORT) + 1)) $$(($(CLUSTER_PORT) + 2)))
+cluster: build ## a local three-master cluster with the module on ports 7000-7002 (CLUSTER_PORT=...)
+	@for p in $(CLUSTER_PORTS); do d=$(CURDIR)/run/cluster-$$p; mkdir -p $$d; \
+		if [ -f $$d/redis.pid ] && kill -0 "$$(cat $$d/redis.pid)" 2>/dev/null; then echo "port $$p already runs"; continue; fi; \
+		redis-server redis.conf.example --port $$p --dir $$d --pidfile $$d/redis.pid --daemonize yes \
+			--logfile $$d/redis.log --cluster-enabled yes --cluster-config-file $$d/nodes.conf \
+			--appendonly no --loadmodule $(MODULE); done
+	@for p in $(CLUSTER_PORTS); do for i in $$(seq 50); do redis-cli -p $$p ping >/dev/null 2>&1 && break; sleep 0.1; done; done
+	@if redis-cli -p $(CLUSTER_PORT) cluster info | grep -q 'cluster_state:ok'; then echo "the cluster on $(CLUSTER_PORTS) is up"; \
+	else redis-cli --cluster create $(foreach p,$(CLUSTER_PORTS),127.0.0.1:$(p)) --cluster-yes >/dev/null && \
+		for i in $$(seq 100); do redis-cli -p $(CLUSTER_PORT) cluster info | grep -q 'cluster_state:ok' && break; sleep 0.1; done && \
+		echo "a three-master cluster on ports $(CLUSTER_PORTS) (redis-cli -c -p $(CLUSTER_PORT)); make cluster-stop ends it"; fi
+
+cluster-stop: ## stop the local cluster of make cluster and delete its data
+	@for p in $(CLUSTER_PORTS); do d=$(CURDIR)/run/cluster-$$p; \
+		if [ -f $$d/redis.pid ] && kill -0 "$$(cat $$d/redis.pid)" 2>/dev/null; then pid=$$(cat $$d/redis.pid); kill $$pid; \
+			for i in $$(seq 100); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; fi; \
+		rm -rf $$d; done; echo "stopped the cluster on $(CLUSTER_PORTS)"
 
 unit: ## cargo test: unit, property and model tests
 	@set -o pipefail; mkdir -p logs; start=$$SECONDS; cargo test --lib 2>&1 | tee logs/unit.txt; rc=$$?; \
@@ -173,6 +224,7 @@ valgrind: build py-deps ## the integration suite with every server under valgrin
 	@dpkg -s valgrind >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq valgrind)
 	$(RLTEST) $(RLTEST_ARGS) -t tests/integration -V --vg-suppressions $(CURDIR)/tests/integration/valgrind.sup
 
-clean: ## remove the build, the logs and the venv
+clean: ## stop make run's servers, remove the build, the logs, the venv and run/ (make run's data)
+	-@for f in run/*/redis.pid; do [ -f "$$f" ] && kill "$$(cat "$$f")" 2>/dev/null; done; true
 	cargo clean
-	rm -rf logs $(VENV)
+	rm -rf logs run $(VENV)

