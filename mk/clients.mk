@@ -3,7 +3,8 @@
 # redis-server with the module, under Node's built-in test runner: 50
 # concurrent buyers per library with the key given (0 MOVED asserted) and
 # without it (measured), the reply types under RESP2 and RESP3, TRYAGAIN
-# during a real slot migration. The cluster runs on free ports below 55535
+# during a real slot migration, and the files docs/clients.md tells users to
+# save and run (test/docs.test.js). The cluster runs on free ports below 55535
 # and is stopped by pid. Included by the top-level Makefile; part of
 # `make test` (EXTRA_TESTS), its row in the summary is clients-test.
 #

@@ -12,7 +12,7 @@
 
 DB ?= sqlite
 
-.PHONY: pipeline-test demo
+.PHONY: pipeline-test demo-deps demo
 
 # One pytest run; the summary gets a row per backend: `pytest/module` (the
 # tests on the module, and those that need no Redis) and `pytest/functions`
@@ -47,7 +47,17 @@ pipeline-test: build pipeline-deps pipeline-pg ## the Python client and order pi
 		tools/test-summary.sh pytest pipeline-test pytest logs/pipeline-test.txt $$secs || rc=1; \
 	fi; exit $$rc
 
-demo: build pipeline-deps $(if $(filter postgres,$(DB)),pipeline-pg) ## a whole flash sale on throwaway servers (DB=sqlite|postgres)
+# The demo needs the client with its demo extras (and psycopg for
+# PostgreSQL), not the test tools and server wheels of py-deps: a fresh
+# checkout's `make demo` installs only those into the venv.
+DEMO_EXTRAS = demo$(if $(filter postgres,$(DB)),$(comma)postgres)
+DEMO_IMPORTS = import seckill, tqdm, matplotlib$(if $(filter postgres,$(DB)),$(comma) psycopg)
+comma := ,
+demo-deps: ## the Python client and the demo's extras only, in the venv
+	@[ -x $(PY) ] || python3 -m venv $(VENV)
+	@$(PY) -c '$(DEMO_IMPORTS)' 2>/dev/null || $(VENV)/bin/pip install -q -e '$(PIPELINE_DIR)[$(DEMO_EXTRAS)]'
+
+demo: build demo-deps $(if $(filter postgres,$(DB)),pipeline-pg) ## a whole flash sale on throwaway servers (DB=sqlite|postgres)
 	cd $(PIPELINE_DIR) && $(PY) -m seckill demo --db $(DB) --out demo-out
 
 EXTRA_TESTS += pipeline-test
