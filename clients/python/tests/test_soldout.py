@@ -27,7 +27,7 @@ from seckill import Sale, SoldOutCache, SplitSale
 from seckill import aio
 from seckill import split_protocol as sp
 from seckill._soldout_watch import shared_cache, watcher
-from seckill.soldout import SOLDOUT, event_channel, keyspace_channel
+from seckill.soldout import RESTOCK, SOLDOUT, event_channel, keyspace_channel
 
 from clusters import wait_until
 from test_split_cluster import needs_send, new_name, users_homed
@@ -185,21 +185,21 @@ def seckill_calls_of(client, backend, command):
     return int(client.info('commandstats').get('cmdstat_' + name, {}).get('calls', 0))
 
 
-def forged_soldout(key, db=0):
-    """A sold-out signal for `key` on every channel the watcher subscribes:
+def forged(key, word=SOLDOUT, db=0):
+    """A signal `word` for `key` on every channel the watcher subscribes:
     (channel, message) pairs anyone with PUBLISH can send."""
-    return [(keyspace_channel(key, db), SOLDOUT), ('__keyevent@%d__:%s' % (db, SOLDOUT), key),
-            (event_channel(key), SOLDOUT)]
+    return [(keyspace_channel(key, db), word), ('__keyevent@%d__:%s' % (db, word), key),
+            (event_channel(key), word)]
 
 
 class Forger(threading.Thread):
-    """A front-end process that PUBLISHes forged sold-out messages on every
+    """A front-end process that PUBLISHes forged `word` messages on every
     channel every 50-300 ms and RESERVEs for itself, until stopped (or for
     at most 30 s)."""
 
-    def __init__(self, client, key):
+    def __init__(self, client, key, word=SOLDOUT):
         super().__init__(daemon=True)
-        self.client, self.key = client, key
+        self.client, self.key, self.word = client, key, word
         self.stopping = threading.Event()
         self.rounds = 0
         self.own = []                    # (when, status) of its own RESERVEs
@@ -210,7 +210,7 @@ class Forger(threading.Thread):
         t_end = time.monotonic() + 30
         try:
             while not self.stopping.is_set() and time.monotonic() < t_end:
-                for channel, message in forged_soldout(self.key):
+                for channel, message in forged(self.key, self.word):
                     self.client.publish(channel, message)
                 self.rounds += 1
                 self.own.append((time.monotonic(), sale.reserve('forger%d' % self.rounds).status))
@@ -246,14 +246,17 @@ def check_no_local_answer(cache, answers, forger, t_sold):
     assert forger.rounds >= 8 and cache.stats['hints'] >= forger.rounds
     own = [st for t, st in forger.own if t < t_sold]
     assert own and set(own) == {'RESERVED'}
+    return '%d answers while stock remained (%d SOLD_OUT), forger %d of %d RESERVED' % (
+        sum(answers.values()), answers.get('SOLD_OUT', 0), own.count('RESERVED'), len(own))
 
 
-def check_reads_bounded(cache, reads, seconds):
+def check_reads_bounded(cache, reads, seconds, what):
     """The verification reads: as many on the server as the cache asked for,
     at least one, and at most one per key per verify_ms."""
-    print('forged-message run: %.1f s, %d hints, %d limited, %d verification reads (bound %.1f), '
-          '%d local answers' % (seconds, cache.stats['hints'], cache.stats['hints_limited'], reads,
-                                1 + seconds / cache.verify, cache.stats['local']))
+    print('forged sold-out messages, %s: %.1f s, %d hints, %d limited, %d verification reads '
+          '(bound %.1f), %d local answers after the real sell-out' % (
+              what, seconds, cache.stats['hints'], cache.stats['hints_limited'], reads,
+              1 + seconds / cache.verify, cache.stats['local']))
     assert reads == cache.stats['verify']
     assert 1 <= reads <= 1 + seconds / cache.verify
 
@@ -284,7 +287,7 @@ def test_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server)
             answers[sale.reserve('a%d' % i).status] += 1
             time.sleep(0.02)
         t_sold = time.monotonic()
-        check_no_local_answer(cache, answers, forger, t_sold)
+        phase_a = check_no_local_answer(cache, answers, forger, t_sold)
         rids = sell_the_rest(other, 'o')
         # The flagged process made no call since: only a verified hint sets it.
         wait_until(lambda: cache.is_set(KEY), timeout=5, what='the flag from a verified hint')
@@ -301,7 +304,53 @@ def test_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server)
         forger.stop()
         cache.close()                         # its listener makes no read after this
         seconds = time.monotonic() - t0
-    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds)
+    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds,
+                        '%s, sync: %s' % (backend, phase_a))
+
+
+@pytest.mark.both_backends
+def test_forged_restocks_cost_round_trips_never_a_wrong_answer(backend, r, redis_server):
+    """A forged restock clears the flag (clearing early is safe): the flagged
+    process's next calls ask Redis, which answers SOLD_OUT and sets it
+    again. Two threads call for 2.5 s while restocks are forged on every
+    channel: every answer is SOLD_OUT, most still local; prints what each
+    forged message costs in RESERVEs."""
+    r.config_set('notify-keyspace-events', 'KEd')
+    lapse, threads = 0.5, 2
+    cache, sale = flagged_sale(r, 1, lapse_ms=lapse * 1000)
+    assert sale.reserve('u0').status == 'RESERVED' and cache.is_set(KEY)   # the last unit
+    forger = Forger(redis_server.client(), KEY, word=RESTOCK)
+    answers, stop = collections.Counter(), threading.Event()
+
+    def buyer(n):
+        for i in range(100_000):
+            if stop.is_set():
+                return
+            answers[sale.reserve('b%d-%d' % (n, i)).status] += 1
+            time.sleep(0.0002)
+
+    before = seckill_calls_of(r, backend, 'reserve')
+    ts = [threading.Thread(target=buyer, args=(n,)) for n in range(threads)]
+    t0 = time.monotonic()
+    forger.start()
+    for t in ts:
+        t.start()
+    time.sleep(2.5)
+    stop.set()
+    for t in ts:
+        t.join(10)
+    forger.stop()
+    seconds = time.monotonic() - t0
+    cache.close()
+    reached = seckill_calls_of(r, backend, 'reserve') - before - forger.rounds   # less its own
+    messages = 3 * forger.rounds
+    print('forged restocks, %s: %d messages in %.1f s, %d answers, %d local, %d reached Redis '
+          '(%.2f per message)' % (backend, messages, seconds, sum(answers.values()), cache.stats['local'],
+                                  reached, reached / messages))
+    assert set(answers) == {'SOLD_OUT'}
+    assert forger.rounds >= 5 and cache.stats['clear_event'] >= forger.rounds // 2
+    assert cache.stats['local'] > reached
+    assert reached <= threads * (2 * messages + 1 + seconds / lapse)
 
 
 @pytest.mark.both_backends
@@ -642,7 +691,7 @@ async def test_aio_forged_soldout_messages_never_answer_sold_out(backend, r, red
             answers[(await sale.reserve('a%d' % i)).status] += 1
             await asyncio.sleep(0.02)
         t_sold = time.monotonic()
-        check_no_local_answer(cache, answers, forger, t_sold)
+        phase_a = check_no_local_answer(cache, answers, forger, t_sold)
         rids = sell_the_rest(other, 'o')
         await until_async(lambda: cache.is_set(KEY), timeout=5)
         assert cache.stats['set_verify'] >= 1
@@ -664,7 +713,8 @@ async def test_aio_forged_soldout_messages_never_answer_sold_out(backend, r, red
         await watcher_aclose(cache)
         await ar.aclose()
         seconds = time.monotonic() - t0
-    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds)
+    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds,
+                        '%s, aio: %s' % (backend, phase_a))
 
 
 async def until_async(pred, timeout=10.0):
