@@ -164,7 +164,7 @@ class SoldOutCache:
         self._probing: Dict[Hashable, float] = {}    # name -> until when a probe is trusted
         self._epoch: Dict[Hashable, int] = {}        # name -> restocks (and losses) seen
         self._verified: Dict[Hashable, float] = {}   # key -> when its last verification was asked
-        self._tracked: Set[Hashable] = set()          # names a verified read may set
+        self._tracked: Set[Hashable] = set()          # sale keys whose sold-out hints are verified
         self._groups: Dict[str, Set[Hashable]] = {}   # member key -> group names (split sales)
         self._retry: 'OrderedDict[str, None]' = OrderedDict()
         self.attachments: Dict[Any, Any] = {}
