@@ -9,7 +9,10 @@ two key-event channels. Messages go to the cache (SoldOutCache.event); a
 that fails is subscribed again after a short wait. In a cluster, keys are
 moved to their new node when the client's slot map says they moved.
 
-Nothing here decides anything: the rules are the cache's.
+A sold-out message is only a hint (anyone allowed to PUBLISH can send one):
+when the cache says a verification is due, the listener reads the key's
+INFO through the client (the node that owns the key) and hands the report
+to the cache (SoldOutCache.verified), which alone decides.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import time
 import weakref
 from typing import Any, Deque, Dict, Iterable, Optional, Tuple
 
+from . import _ops
 from . import soldout as so
+from ._driver import Driver
 
 try:  # redis-py >= 4.1
     from redis.cluster import RedisCluster
@@ -97,20 +102,34 @@ class NodeSubscriptions:
         return [c for k in sorted(self.keys) for c in so.key_channels(k, self.db)]
 
 
-def dispatch(cache: so.SoldOutCache, msg: Any, node_keys: Iterable[str]) -> None:
+def dispatch(cache: so.SoldOutCache, msg: Any, node_keys: Iterable[str]) -> Optional[Tuple[str, int]]:
     """One pub/sub message to the cache: a stock signal, or a subscription
-    confirmation (what the channel feeds may have been missed)."""
+    confirmation (what the channel feeds may have been missed). Returns
+    (key, token) when a sold-out hint is to be verified by a read."""
     if not msg:
-        return
+        return None
     kind = so.p.text(msg.get('type'))
     if kind == 'message':
         ev = so.parse_message(msg.get('channel'), msg.get('data'))
         if ev is not None:
-            cache.event(*ev)
+            token = cache.event(*ev)
+            if token is not None:
+                return ev[0], token
     elif kind == 'subscribe':
         key = so.subscribed_key(msg.get('channel'))
         for k in ([key] if key is not None else list(node_keys)):
             cache.lost(k)
+    return None
+
+
+def report_verification(cache: so.SoldOutCache, key: str, token: int, report: Any,
+                        error: Optional[BaseException]) -> None:
+    """A verification read's outcome to the cache (sync and async share it)."""
+    if error is not None:
+        log.debug('seckill sold-out verification of %s: %r', key, error)
+        cache.verify_failed(key)
+    else:
+        cache.verified(key, token, report)
 
 
 class _Listener(threading.Thread):
@@ -156,7 +175,9 @@ class _Listener(threading.Thread):
                     ps.subscribe(*sub)
                 if unsub:
                     ps.unsubscribe(*unsub)
-                dispatch(cache, ps.get_message(timeout=POLL_S), self.subs.keys)
+                due = dispatch(cache, ps.get_message(timeout=POLL_S), self.subs.keys)
+                if due is not None:
+                    self.w.verify(*due)
                 failures = 0
             except Exception as exc:
                 if self.stopping.is_set():
@@ -262,6 +283,17 @@ class Watcher(Routes):
     def __init__(self, client: Any, cache: so.SoldOutCache):
         super().__init__(client, cache, bool(RedisCluster) and isinstance(client, RedisCluster))
         self._lock = threading.Lock()
+        self._driver = Driver(client)
+
+    def verify(self, key: str, token: int) -> None:
+        """The verification read of a sold-out hint: the key's INFO, from
+        the node that owns it (on the calling listener's thread)."""
+        report, error = None, None
+        try:
+            report = self._driver.run(_ops.info(key))
+        except Exception as exc:
+            error = exc
+        report_verification(self.cache, key, token, report, error)
 
     def _listener(self, name: str, node: Any) -> _Listener:
         lis = self._listeners.get(name)
@@ -343,5 +375,5 @@ def watcher(cache: so.SoldOutCache, client: Any) -> Watcher:
         return w
 
 
-__all__ = ['Watcher', 'NodeSubscriptions', 'dispatch', 'shared_cache', 'resolve', 'watcher',
-           'client_scope', 'config_flags']
+__all__ = ['Watcher', 'NodeSubscriptions', 'dispatch', 'report_verification', 'shared_cache',
+           'resolve', 'watcher', 'client_scope', 'config_flags']

@@ -2,25 +2,30 @@
 
 After a flash sale sells out, most of its traffic is RESERVE calls that can
 only answer SOLD_OUT. A process that keeps a flag per sale answers them
-itself, with no round trip, while the flag holds:
+itself, with no round trip, while the flag holds. The flag trusts Redis,
+never a pub/sub channel: anyone allowed to PUBLISH can send a message on
+the channels the flag listens to (issue 23), so a message is a hint.
 
-- a sold-out signal sets it: the module's keyspace event `seckill.soldout`
-  (or the same word PUBLISHed on `seckill:events:<key>` by the Functions
-  backend), or a reply that shows the sale at 0 units (SOLD_OUT, or the
-  RESERVED that took the last unit); for a split sale, a snapshot of every
-  key that proved the whole sale empty;
-- a restock signal clears it: the event `seckill.restock` (for a split sale:
-  of any of its keys), or any reply that shows units left (a RESERVED, a
-  RELEASE that returned stock, ...);
-- it lapses `lapse_ms` after it was set (500 ms by default), and the next
+- Redis's own word sets it: a RESERVE reply that shows the sale at 0 units
+  (SOLD_OUT, or the RESERVED that took the last unit); a read that proves
+  it (INFO with `remaining` 0, made after a sold-out hint: `hint`, at most
+  one per key per `verify_ms`); for a split sale, a snapshot of every key
+  that proved the whole sale empty. A sold-out message alone sets nothing.
+- A restock signal clears it: the event `seckill.restock` (for a split
+  sale: of any of its keys), or any reply that shows units left (a
+  RESERVED, a RELEASE that returned stock, ...). Clearing early only sends
+  the next RESERVE to Redis, so a forged restock costs a round trip and
+  can never make a wrong answer.
+- It lapses `lapse_ms` after it was set (500 ms by default), and the next
   call asks Redis again. Pub/sub drops messages on a reconnect and the
   server may not have keyspace events enabled at all, so a lost restock
-  delays a sale by at most that bound; it never stops it.
+  delays a sale by at most that bound; it never stops it. Since only Redis
+  sets the flag, the bound holds against anyone who can PUBLISH.
 
-A reply can be older than an event that arrived while its call was in
+A reply can be older than a restock that arrived while its call was in
 flight (the two come over different connections). So a call takes a
 `token` before it is sent, and its reply changes the flag only when no
-event for that flag arrived since: events always win.
+restock (or lost subscription) for that flag came since.
 
 When a flag lapses, the first caller to see it goes to Redis (the probe);
 the others keep answering locally until the probe's answer sets or clears
@@ -29,7 +34,8 @@ takes a restocked unit first, so it never delays a sale.
 
 `SoldOutCache` is these rules, thread-safe (one lock, never held across
 I/O), with an injectable monotonic clock. The pub/sub wiring that feeds it
-events is thin and separate (seckill._soldout_watch, seckill.aio._soldout_watch);
+signals and makes the verification reads is thin and separate
+(seckill._soldout_watch, seckill.aio._soldout_watch);
 `Sale(..., local_soldout=True)` and `SplitSale(..., local_soldout=True)`
 use one cache per client, or pass a `SoldOutCache` to share one across a
 process.
@@ -54,6 +60,9 @@ CHANNEL_PREFIX = 'seckill:events:'
 
 DEFAULT_LAPSE_MS = 500
 DEFAULT_PROBE_MS = 100
+DEFAULT_VERIFY_MS = 500
+"""At most one verification read per key per this many ms, however many
+sold-out messages come."""
 RETRY_MEMORY = 10_000
 """How many request ids whose RESERVE failed (no reply) a cache remembers:
 their retry bypasses the flag (see SoldOutCache.retrying)."""
@@ -124,27 +133,38 @@ class SoldOutCache:
 
     `lapse_ms`: how long a flag holds without news; `probe_ms`: how long
     the other callers answer locally while the first caller after a lapse
-    asks Redis; `clock`: a monotonic clock in seconds (tests inject one).
+    asks Redis; `verify_ms`: at most one verification read per key in that
+    time, whatever number of sold-out hints arrive (None: hints are never
+    verified, the flag lives on replies); `clock`: a monotonic clock in
+    seconds (tests inject one).
 
     `stats` counts `local` (answers given without Redis), `probes`,
-    `set_event`, `set_reply`, `clear_event`, `clear_reply`, `stale_reply`
-    (a reply older than an event: ignored), `lost` (a subscription was
-    (re)made: what it may have missed clears the flag), `failed`.
+    `set_reply`, `set_verify`, `clear_event`, `clear_reply`,
+    `clear_verify`, `stale_reply` (a reply older than a restock: ignored),
+    `lost` (a subscription was (re)made: what it may have missed clears the
+    flag), `failed`, `hints` (sold-out messages for a tracked key),
+    `hints_limited` (not verified: a read was made less than `verify_ms`
+    before), `verify` (verification reads asked for), `verify_failed`.
     """
 
     def __init__(self, lapse_ms: float = DEFAULT_LAPSE_MS, probe_ms: float = DEFAULT_PROBE_MS,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 verify_ms: Optional[float] = DEFAULT_VERIFY_MS):
         if lapse_ms < 0 or probe_ms < 0:
             raise ValueError('lapse_ms and probe_ms must be >= 0')
+        if verify_ms is not None and not verify_ms > 0:
+            raise ValueError('verify_ms must be > 0 (None: never verify a hint)')
         self.lapse = lapse_ms / 1000.0
         self.probe = probe_ms / 1000.0
+        self.verify = None if verify_ms is None else verify_ms / 1000.0
         self.clock = clock
         self.stats: Counter = Counter()
         self._lock = threading.Lock()
         self._until: Dict[Hashable, float] = {}      # name -> when its flag lapses
         self._probing: Dict[Hashable, float] = {}    # name -> until when a probe is trusted
-        self._epoch: Dict[Hashable, int] = {}        # name -> events seen
-        self._tracked: Set[Hashable] = set()          # names a sold-out event may set
+        self._epoch: Dict[Hashable, int] = {}        # name -> restocks (and losses) seen
+        self._verified: Dict[Hashable, float] = {}   # key -> when its last verification was asked
+        self._tracked: Set[Hashable] = set()          # sale keys whose sold-out hints are verified
         self._groups: Dict[str, Set[Hashable]] = {}   # member key -> group names (split sales)
         self._retry: 'OrderedDict[str, None]' = OrderedDict()
         self.attachments: Dict[Any, Any] = {}
@@ -156,7 +176,7 @@ class SoldOutCache:
     # -- what a name is ------------------------------------------------------
 
     def track(self, key: str) -> None:
-        """A sale key whose own sold-out events set its flag."""
+        """A sale key whose own sold-out hints are verified (`hint`)."""
         with self._lock:
             self._tracked.add(key)
 
@@ -199,33 +219,33 @@ class SoldOutCache:
             return until is not None and self.clock() < until
 
     def token(self, name: Hashable) -> int:
-        """Taken before a call is sent: its reply counts only if no event for
-        `name` arrived in between."""
+        """Taken before a call is sent: its reply counts only if no restock
+        (or lost subscription) for `name` came in between."""
         with self._lock:
             return self._epoch.get(name, 0)
 
     # -- replies -------------------------------------------------------------
 
-    def sold_out(self, name: Hashable, token: int) -> bool:
+    def sold_out(self, name: Hashable, token: int, why: str = 'reply') -> bool:
         """A reply (or a split sale's snapshot) proved `name` at 0 units:
-        sets the flag unless an event came since `token`. True when set."""
+        sets the flag unless a restock came since `token`. True when set."""
         with self._lock:
             if self._epoch.get(name, 0) != token:
                 self.stats['stale_reply'] += 1
                 return False
             self._set(name)
-            self.stats['set_reply'] += 1
+            self.stats['set_' + why] += 1
             return True
 
-    def in_stock(self, name: Hashable, token: int) -> bool:
-        """A reply showed units left: clears the flag unless an event came
+    def in_stock(self, name: Hashable, token: int, why: str = 'reply') -> bool:
+        """A reply showed units left: clears the flag unless a restock came
         since `token`. True when cleared (or already clear)."""
         with self._lock:
             if self._epoch.get(name, 0) != token:
                 self.stats['stale_reply'] += 1
                 return False
             if self._clear(name):
-                self.stats['clear_reply'] += 1
+                self.stats['clear_' + why] += 1
             return True
 
     def reserved(self, name: Hashable, token: int, res: p.Reserved) -> None:
@@ -274,22 +294,59 @@ class SoldOutCache:
             with self._lock:
                 self._retry.pop(reqid, None)
 
-    # -- events --------------------------------------------------------------
+    # -- signals -----------------------------------------------------------
 
-    def event(self, key: str, word: str) -> None:
-        """A pub/sub signal for `key`: `seckill.soldout` sets a tracked key's
-        flag, `seckill.restock` clears it and every group's the key is in."""
-        with self._lock:
-            if word == SOLDOUT:
-                if key in self._tracked:
-                    self._bump(key)
-                    self._set(key)
-                    self.stats['set_event'] += 1
-            elif word == RESTOCK:
+    def event(self, key: str, word: str) -> Optional[int]:
+        """A pub/sub signal for `key`. `seckill.restock` clears the key's
+        flag and every group's the key is in. `seckill.soldout` is a hint
+        (anyone may PUBLISH it): it sets nothing, and returns the token of a
+        verification read when one is due (see `hint`)."""
+        if word == SOLDOUT:
+            return self.hint(key)
+        if word == RESTOCK:
+            with self._lock:
                 for name in self._names(key):
                     self._bump(name)
                     if self._clear(name):
                         self.stats['clear_event'] += 1
+        return None
+
+    def hint(self, key: str) -> Optional[int]:
+        """A sold-out message for `key`. The token for a verification read
+        (INFO of the key, reported with `verified`) when the key is tracked,
+        its flag does not hold, and no read of it was asked for in the last
+        `verify_ms`; None otherwise. So a flood of messages costs Redis at
+        most one read per key per `verify_ms`, per cache."""
+        with self._lock:
+            if key not in self._tracked:
+                return None
+            self.stats['hints'] += 1
+            now = self.clock()
+            until = self._until.get(key)
+            if self.verify is None or (until is not None and now < until):
+                return None
+            last = self._verified.get(key)
+            if last is not None and now - last < self.verify:
+                self.stats['hints_limited'] += 1
+                return None
+            self._verified[key] = now
+            self.stats['verify'] += 1
+            return self._epoch.get(key, 0)
+
+    def verified(self, key: str, token: int, report: Optional[Dict[str, Any]]) -> None:
+        """The verification read's INFO report (None: no such key). Redis
+        showing 0 units left on a sale that is no draw sale sets the flag;
+        units left or no sale clear it; both unless a restock came since
+        `token`. (A draw sale answers RESERVE with DRAW: no flag.)"""
+        if report is None or report.get('remaining', 0) > 0:
+            self.in_stock(key, token, why='verify')
+        elif report.get('mode') is None:
+            self.sold_out(key, token, why='verify')
+
+    def verify_failed(self, key: str) -> None:
+        """The verification read raised: nothing was learned."""
+        with self._lock:
+            self.stats['verify_failed'] += 1
 
     def lost(self, key: str) -> None:
         """The subscription for `key` was (re)made: a restock may have been
@@ -334,5 +391,5 @@ class SoldOutCache:
 
 
 __all__ = ['SoldOutCache', 'SOLDOUT', 'RESTOCK', 'CHANNEL_PREFIX', 'DEFAULT_LAPSE_MS',
-           'DEFAULT_PROBE_MS', 'keyspace_channel', 'keyevent_channels', 'event_channel',
-           'key_channels', 'parse_message', 'subscribed_key', 'notifications_deliver']
+           'DEFAULT_PROBE_MS', 'DEFAULT_VERIFY_MS', 'keyspace_channel', 'keyevent_channels',
+           'event_channel', 'key_channels', 'parse_message', 'subscribed_key', 'notifications_deliver']

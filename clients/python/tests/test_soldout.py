@@ -5,10 +5,15 @@ async. After the sell-out, calls answer SOLD_OUT without reaching Redis
 (RELEASE from another client) reopens the sale through the keyspace event;
 when the restock message is dropped (the subscription removed) the next
 RESERVE still succeeds within the lapse bound; with keyspace events off the
-flag lives on replies and the lapse; the Functions backend's channel is
-heard; a killed subscription comes back; nothing is oversold."""
+flag lives on replies and the lapse; a sold-out message sets the flag only
+once a read from Redis confirms it, so forged messages on every channel
+never make a SOLD_OUT answer while stock remains, and their verification
+reads are rate-limited (both backends: the module's keyspace events and the
+library's channel); a killed subscription comes back; nothing is
+oversold."""
 
 import asyncio
+import collections
 import logging
 import random
 import threading
@@ -22,7 +27,7 @@ from seckill import Sale, SoldOutCache, SplitSale
 from seckill import aio
 from seckill import split_protocol as sp
 from seckill._soldout_watch import shared_cache, watcher
-from seckill.soldout import event_channel, keyspace_channel
+from seckill.soldout import RESTOCK, SOLDOUT, event_channel, keyspace_channel
 
 from clusters import wait_until
 from test_split_cluster import needs_send, new_name, users_homed
@@ -169,16 +174,205 @@ def test_notifications_off_flag_lives_on_replies_and_the_lapse(r, redis_server, 
         cache.close()
 
 
-def test_functions_backend_channel_is_heard(r):
-    r.config_set('notify-keyspace-events', '')          # only the published words
+# ------------------------------------------- signals are hints (issue 23)
+
+def seckill_calls_of(client, backend, command):
+    """Server-side calls of RESERVE ('reserve') or INFO ('info'): the module's
+    commands, or the library's FCALL / FCALL_RO (INFO and GET are read-only
+    functions; nothing here calls GET)."""
+    name = {('module', 'reserve'): 'seckill.reserve', ('module', 'info'): 'seckill.info',
+            ('functions', 'reserve'): 'fcall', ('functions', 'info'): 'fcall_ro'}[backend, command]
+    return int(client.info('commandstats').get('cmdstat_' + name, {}).get('calls', 0))
+
+
+def forged(key, word=SOLDOUT, db=0):
+    """A signal `word` for `key` on every channel the watcher subscribes:
+    (channel, message) pairs anyone with PUBLISH can send."""
+    return [(keyspace_channel(key, db), word), ('__keyevent@%d__:%s' % (db, word), key),
+            (event_channel(key), word)]
+
+
+class Forger(threading.Thread):
+    """A front-end process that PUBLISHes forged `word` messages on every
+    channel every 50-300 ms and RESERVEs for itself, until stopped (or for
+    at most 30 s)."""
+
+    def __init__(self, client, key, word=SOLDOUT):
+        super().__init__(daemon=True)
+        self.client, self.key, self.word = client, key, word
+        self.stopping = threading.Event()
+        self.rounds = 0
+        self.own = []                    # (when, status) of its own RESERVEs
+        self.error = None
+
+    def run(self):
+        rng, sale = random.Random(23), Sale(self.client, self.key)
+        t_end = time.monotonic() + 30
+        try:
+            while not self.stopping.is_set() and time.monotonic() < t_end:
+                for channel, message in forged(self.key, self.word):
+                    self.client.publish(channel, message)
+                self.rounds += 1
+                self.own.append((time.monotonic(), sale.reserve('forger%d' % self.rounds).status))
+                self.stopping.wait(rng.uniform(0.05, 0.3))
+        except Exception as exc:  # pragma: no cover - reported by stop()
+            self.error = exc
+
+    def stop(self):
+        self.stopping.set()
+        self.join(10)
+        assert self.error is None, self.error
+
+
+def sell_the_rest(sale, prefix):
+    """RESERVE through `sale` until SOLD_OUT: the rids taken."""
+    rids = []
+    for i in range(100_000):
+        res = sale.reserve('%s%d' % (prefix, i))
+        if res.status != 'RESERVED':
+            assert res.status == 'SOLD_OUT'
+            return rids
+        rids.append(res.rid)
+    raise AssertionError('never sold out')
+
+
+def check_no_local_answer(cache, answers, forger, t_sold):
+    """While stock remained: every answer came from Redis and said RESERVED,
+    the forged messages were heard, the flag never held, and the forger's
+    own RESERVEs succeeded."""
+    assert answers.get('SOLD_OUT', 0) == 0 and answers.get('RESERVED', 0) > 0, answers
+    assert cache.stats['local'] == 0
+    assert cache.stats['set_verify'] == 0 and cache.stats['set_reply'] == 0
+    assert forger.rounds >= 8 and cache.stats['hints'] >= forger.rounds
+    own = [st for t, st in forger.own if t < t_sold]
+    assert own and set(own) == {'RESERVED'}
+    return '%d answers while stock remained (%d SOLD_OUT), forger %d of %d RESERVED' % (
+        sum(answers.values()), answers.get('SOLD_OUT', 0), own.count('RESERVED'), len(own))
+
+
+def check_reads_bounded(cache, reads, seconds, what):
+    """The verification reads: as many on the server as the cache asked for,
+    at least one, and at most one per key per verify_ms."""
+    print('forged sold-out messages, %s: %.1f s, %d hints, %d limited, %d verification reads '
+          '(bound %.1f), %d local answers after the real sell-out' % (
+              what, seconds, cache.stats['hints'], cache.stats['hints_limited'], reads,
+              1 + seconds / cache.verify, cache.stats['local']))
+    assert reads == cache.stats['verify']
+    assert 1 <= reads <= 1 + seconds / cache.verify
+
+
+@pytest.mark.both_backends
+def test_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server):
+    """A process PUBLISHes sold-out messages on every channel the watcher
+    listens to, every 50-300 ms, while stock remains: no SOLD_OUT answer,
+    the flag never holds, and the verification reads stay within their
+    rate limit. Then a real sell-out sets the flag (the flagged process
+    answers locally) and a real restock reopens the sale within the bound,
+    under the same flood."""
+    r.config_set('notify-keyspace-events', 'KEd')       # the library ignores it
+    lapse = 0.5
+    cache, sale = flagged_sale(r, 200, lapse_ms=lapse * 1000)
+    oc = redis_server.client()                # other processes: the forger, and honest buyers
+    other = Sale(oc, KEY)
+    assert other.info()['remaining'] == 200   # (the library's detection reads too: done first)
+    reads0 = seckill_calls_of(r, backend, 'info')
+    forger = Forger(oc, KEY)
+    t0 = time.monotonic()
+    forger.start()
+    try:
+        answers = collections.Counter()
+        for i in range(1000):                              # about 3 s
+            if time.monotonic() - t0 > 3.0:
+                break
+            answers[sale.reserve('a%d' % i).status] += 1
+            time.sleep(0.02)
+        t_sold = time.monotonic()
+        phase_a = check_no_local_answer(cache, answers, forger, t_sold)
+        rids = sell_the_rest(other, 'o')
+        # The flagged process made no call since: only a verified hint sets it.
+        wait_until(lambda: cache.is_set(KEY), timeout=5, what='the flag from a verified hint')
+        assert cache.stats['set_verify'] >= 1
+        before = seckill_calls_of(r, backend, 'reserve')
+        t1 = time.monotonic()
+        assert [sale.reserve('late%d' % i).status for i in range(300)] == ['SOLD_OUT'] * 300
+        probes = seckill_calls_of(r, backend, 'reserve') - before
+        assert probes <= 1 + (time.monotonic() - t1) / lapse    # one probe per lapse at most
+        assert other.release(rids[0]).status == 'RELEASED'
+        took, _ = until_reserved(lambda: sale.reserve('again%f' % time.monotonic()).status)
+        assert took <= lapse + 0.25
+    finally:
+        forger.stop()
+        cache.close()                         # its listener makes no read after this
+        seconds = time.monotonic() - t0
+    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds,
+                        '%s, sync: %s' % (backend, phase_a))
+
+
+@pytest.mark.both_backends
+def test_forged_restocks_cost_round_trips_never_a_wrong_answer(backend, r, redis_server):
+    """A forged restock clears the flag (clearing early is safe): the flagged
+    process's next calls ask Redis, which answers SOLD_OUT and sets it
+    again. Two threads call for 2.5 s while restocks are forged on every
+    channel: every answer is SOLD_OUT, most still local; prints what each
+    forged message costs in RESERVEs."""
+    r.config_set('notify-keyspace-events', 'KEd')
+    lapse, threads = 0.5, 2
+    cache, sale = flagged_sale(r, 1, lapse_ms=lapse * 1000)
+    assert sale.reserve('u0').status == 'RESERVED' and cache.is_set(KEY)   # the last unit
+    forger = Forger(redis_server.client(), KEY, word=RESTOCK)
+    answers, stop = collections.Counter(), threading.Event()
+
+    def buyer(n):
+        for i in range(100_000):
+            if stop.is_set():
+                return
+            answers[sale.reserve('b%d-%d' % (n, i)).status] += 1
+            time.sleep(0.0002)
+
+    before = seckill_calls_of(r, backend, 'reserve')
+    ts = [threading.Thread(target=buyer, args=(n,)) for n in range(threads)]
+    t0 = time.monotonic()
+    forger.start()
+    for t in ts:
+        t.start()
+    time.sleep(2.5)
+    stop.set()
+    for t in ts:
+        t.join(10)
+    forger.stop()
+    seconds = time.monotonic() - t0
+    cache.close()
+    reached = seckill_calls_of(r, backend, 'reserve') - before - forger.rounds   # less its own
+    messages = 3 * forger.rounds
+    print('forged restocks, %s: %d messages in %.1f s, %d answers, %d local, %d reached Redis '
+          '(%.2f per message)' % (backend, messages, seconds, sum(answers.values()), cache.stats['local'],
+                                  reached, reached / messages))
+    assert set(answers) == {'SOLD_OUT'}
+    assert forger.rounds >= 5 and cache.stats['clear_event'] >= forger.rounds // 2
+    assert cache.stats['local'] > reached
+    assert reached <= threads * (2 * messages + 1 + seconds / lapse)
+
+
+@pytest.mark.both_backends
+def test_a_real_sellout_and_restock_come_through_the_signals(backend, r, redis_server):
+    """The module's keyspace events and the library's `seckill:events:` words:
+    another process sells the sale out, and the flagged process (which made
+    no call) answers locally after the hint's verification read; another
+    process's RELEASE reopens it through the restock signal (the lapse is
+    10 s: only the signal can do it in time)."""
+    r.config_set('notify-keyspace-events', 'Kd')
     cache, sale = flagged_sale(r, 3, lapse_ms=10_000)
     try:
-        r.publish(event_channel(KEY), 'seckill.soldout')
-        wait_until(lambda: cache.is_set(KEY), what='flag from seckill:events')
-        before = reserve_calls(r)
-        assert sale.reserve('u1').status == 'SOLD_OUT' and reserve_calls(r) == before
-        r.publish(event_channel(KEY), 'seckill.restock')
-        wait_until(lambda: not cache.is_set(KEY), what='cleared by seckill:events')
+        other = Sale(redis_server.client(), KEY)
+        rids = sell_the_rest(other, 'o')
+        wait_until(lambda: cache.is_set(KEY), what='the flag from the verified signal')
+        assert cache.stats['set_verify'] == 1 and cache.stats['verify'] == 1
+        before = seckill_calls_of(r, backend, 'reserve')
+        assert sale.reserve('u1').status == 'SOLD_OUT'
+        assert seckill_calls_of(r, backend, 'reserve') == before
+        assert other.release(rids[1]).status == 'RELEASED'
+        wait_until(lambda: not cache.is_set(KEY), what='cleared by the restock signal')
+        assert cache.stats['clear_event'] == 1
         assert sale.reserve('u1').status == 'RESERVED'
     finally:
         cache.close()
@@ -466,6 +660,61 @@ async def test_aio_split_sale_flag_and_restock(cluster_events):
     finally:
         await watcher_aclose(cache)
         await rc.aclose()
+
+
+@pytest.mark.both_backends
+@pytest.mark.asyncio
+async def test_aio_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server):
+    """test_forged_soldout_messages_never_answer_sold_out with seckill.aio:
+    the listener task verifies the hints over the asyncio client."""
+    r.config_set('notify-keyspace-events', 'KEd')
+    lapse = 0.5
+    ar = aioredis.Redis(host='127.0.0.1', port=redis_server.port, decode_responses=True)
+    cache = SoldOutCache(lapse_ms=lapse * 1000)
+    sale = aio.Sale(ar, KEY, local_soldout=cache)
+    oc = redis_server.client()
+    other = Sale(oc, KEY)
+    forger = Forger(oc, KEY)
+    t0 = time.monotonic()
+    try:
+        assert await sale.init(200) is True
+        assert (await sale.reserve('first')).status == 'RESERVED'    # its first call subscribes
+        await until_async(lambda: numsub(r, event_channel(KEY)) == 1)
+        assert other.info()['remaining'] == 199
+        reads0 = seckill_calls_of(r, backend, 'info')
+        t0 = time.monotonic()
+        forger.start()
+        answers = collections.Counter()
+        for i in range(1000):                              # about 3 s
+            if time.monotonic() - t0 > 3.0:
+                break
+            answers[(await sale.reserve('a%d' % i)).status] += 1
+            await asyncio.sleep(0.02)
+        t_sold = time.monotonic()
+        phase_a = check_no_local_answer(cache, answers, forger, t_sold)
+        rids = sell_the_rest(other, 'o')
+        await until_async(lambda: cache.is_set(KEY), timeout=5)
+        assert cache.stats['set_verify'] >= 1
+        before = seckill_calls_of(r, backend, 'reserve')
+        t1 = time.monotonic()
+        for i in range(300):
+            assert (await sale.reserve('late%d' % i)).status == 'SOLD_OUT'
+        assert seckill_calls_of(r, backend, 'reserve') - before <= 1 + (time.monotonic() - t1) / lapse
+        assert other.release(rids[0]).status == 'RELEASED'
+        t_restock = time.monotonic()
+        i = 0
+        while (await sale.reserve('again%d' % i)).status != 'RESERVED':
+            i += 1
+            assert time.monotonic() - t_restock <= lapse + 0.25
+            await asyncio.sleep(0.001)
+    finally:
+        if forger.is_alive():
+            forger.stop()
+        await watcher_aclose(cache)
+        await ar.aclose()
+        seconds = time.monotonic() - t0
+    check_reads_bounded(cache, seckill_calls_of(r, backend, 'info') - reads0, seconds,
+                        '%s, aio: %s' % (backend, phase_a))
 
 
 async def until_async(pred, timeout=10.0):

@@ -1,8 +1,9 @@
 """The local sold-out flag's rules (seckill.soldout) without a server: set,
-clear, lapse and probe by an injected clock, stale replies, split-sale
-groups, retries of lost replies; the channel names and message parsing; the
-RESERVE operation's use of the flag, driven step by step; the listeners'
-plain bookkeeping."""
+clear, lapse and probe by an injected clock, stale replies, sold-out
+messages as hints (never trusted, their verification reads rate-limited),
+split-sale groups, retries of lost replies; the channel names and message
+parsing; the RESERVE operation's use of the flag, driven step by step; the
+listeners' plain bookkeeping."""
 
 import pytest
 
@@ -90,13 +91,16 @@ def test_zero_lapse_never_answers_locally(clock):
     c = SoldOutCache(lapse_ms=0, clock=clock)
     c.track('k')
     c.sold_out('k', c.token('k'))
-    c.event('k', SOLDOUT)
+    c.verified('k', c.token('k'), INFO_EMPTY)
     assert c.check('k') is False
 
 
-def test_negative_bounds_are_refused():
+def test_bad_bounds_are_refused():
     with pytest.raises(ValueError):
         SoldOutCache(lapse_ms=-1)
+    for bad in (0, -5):
+        with pytest.raises(ValueError):
+            SoldOutCache(verify_ms=bad)
 
 
 @pytest.mark.parametrize('res, flagged', [
@@ -130,35 +134,112 @@ def test_release_that_returns_stock_clears(cache):
     assert cache.is_set('k') is False
 
 
-# ---------------------------------------------------------------- events
+# ---------------------------------------------------------------- signals
 
-def test_events_set_and_clear_tracked_keys_only(cache):
-    cache.event('k', SOLDOUT)
-    assert cache.is_set('k') and cache.stats['set_event'] == 1
-    cache.event('other', SOLDOUT)               # not a key of this process
-    assert cache.is_set('other') is False
+INFO_EMPTY = {'total': 5, 'remaining': 0, 'pending': 5, 'confirmed': 0, 'invariant': 'ok'}
+INFO_LEFT = dict(INFO_EMPTY, remaining=1, pending=4)
+
+
+def test_a_soldout_message_sets_nothing_a_restock_clears(cache):
+    for _ in range(50):                         # anyone may PUBLISH it: a hint, never the truth
+        cache.event('k', SOLDOUT)
+    assert cache.is_set('k') is False and cache.check('k') is False
+    assert cache.stats['local'] == 0 and cache.stats['hints'] == 50
+    cache.sold_out('k', cache.token('k'))       # Redis's own reply
     cache.event('k', RESTOCK)
     assert not cache.is_set('k') and cache.stats['clear_event'] == 1
+    cache.event('other', RESTOCK)               # not a key of this process
+    assert cache.event('other', SOLDOUT) is None and cache.stats['hints'] == 50
 
 
-def test_event_lapses_too(cache, clock):
+def test_hint_verification_is_rate_limited_per_key(cache, clock):
+    cache.track('j')
+    assert cache.event('k', SOLDOUT) == cache.token('k')     # a read is due
+    assert cache.event('j', SOLDOUT) is not None             # another key has its own budget
+    for _ in range(20):
+        clock.advance(20)
+        assert cache.event('k', SOLDOUT) is None             # within verify_ms: no read
+    assert cache.stats['hints_limited'] == 20
+    clock.advance(101)                                       # past 500 ms after the first read
+    assert cache.event('k', SOLDOUT) is not None
+    assert cache.stats['verify'] == 3
+
+
+def test_flood_of_hints_reads_at_most_once_per_verify_ms(cache, clock):
+    # 10 s of messages every 10 ms on the three channels: 3,000 hints.
+    for _ in range(1000):
+        for _ in range(3):
+            cache.event('k', SOLDOUT)
+        clock.advance(10)
+    assert cache.stats['hints'] == 3000
+    assert 1 <= cache.stats['verify'] <= 1 + 10_000 // 500
+
+
+def test_no_read_while_the_flag_holds(cache, clock):
+    cache.sold_out('k', cache.token('k'))
+    assert cache.event('k', SOLDOUT) is None and cache.stats['verify'] == 0
+    clock.advance(500)                                       # lapsed: a hint may be checked
+    assert cache.event('k', SOLDOUT) is not None
+
+
+def test_verify_none_never_reads(clock):
+    c = SoldOutCache(clock=clock, verify_ms=None)
+    c.track('k')
+    assert c.event('k', SOLDOUT) is None and c.stats['verify'] == 0
+
+
+@pytest.mark.parametrize('report, flagged', [
+    (INFO_EMPTY, True),                           # Redis shows 0 units: proven
+    (INFO_LEFT, False),
+    (None, False),                                # no such key: RESERVE would say NO_SALE
+    (dict(INFO_EMPTY, mode='draw'), False),       # a draw sale answers RESERVE with DRAW
+])
+def test_verified_report(cache, report, flagged):
+    token = cache.event('k', SOLDOUT)
+    cache.verified('k', token, report)
+    assert cache.is_set('k') is flagged
+    assert cache.stats['set_verify'] == int(flagged)
+
+
+def test_verified_report_with_stock_clears(cache):
+    cache.sold_out('k', cache.token('k'))
+    cache.verified('k', cache.token('k'), INFO_LEFT)
+    assert not cache.is_set('k') and cache.stats['clear_verify'] == 1
+
+
+def test_verification_older_than_a_restock_is_ignored(cache):
+    token = cache.event('k', SOLDOUT)
+    cache.event('k', RESTOCK)                     # while the read was in flight
+    cache.verified('k', token, INFO_EMPTY)
+    assert cache.is_set('k') is False and cache.stats['stale_reply'] == 1
+
+
+def test_failed_verification_changes_nothing(cache):
     cache.event('k', SOLDOUT)
+    cache.verify_failed('k')
+    assert cache.is_set('k') is False and cache.stats['verify_failed'] == 1
+
+
+def test_verified_flag_lapses_too(cache, clock):
+    cache.verified('k', cache.event('k', SOLDOUT), INFO_EMPTY)
+    assert cache.check('k') is True
     clock.advance(500)
     assert cache.check('k') is False
 
 
-def test_a_reply_older_than_an_event_is_ignored(cache):
+def test_a_reply_older_than_a_restock_is_ignored(cache):
     # A SOLD_OUT reply whose call was in flight when a restock arrived must
     # not set the flag after the restock cleared it.
     token = cache.token('k')
     cache.event('k', RESTOCK)
     assert cache.sold_out('k', token) is False
     assert cache.is_set('k') is False and cache.stats['stale_reply'] == 1
-    # Nor may a stale RESERVED clear a sold-out event that came after the call.
+    # A sold-out message proves nothing: a reply in flight still counts.
+    cache.sold_out('k', cache.token('k'))
     token = cache.token('k')
     cache.event('k', SOLDOUT)
-    assert cache.in_stock('k', token) is False
-    assert cache.is_set('k') is True
+    assert cache.in_stock('k', token) is True
+    assert cache.is_set('k') is False
 
 
 def test_lost_subscription_clears(cache):
@@ -180,8 +261,8 @@ def test_clear(cache):
 def test_group_cleared_by_any_member_restock_never_set_by_one_member(clock):
     c = SoldOutCache(lapse_ms=500, clock=clock)
     c.group('sale:{s}:split', ['sale:{s.pool}', 'sale:{s.p0}', 'sale:{s.p1}'])
-    c.event('sale:{s.p0}', SOLDOUT)                 # one part empty: not the sale
-    assert c.is_set('sale:{s}:split') is False
+    assert c.event('sale:{s.p0}', SOLDOUT) is None  # one part empty: not the sale; no read
+    assert c.is_set('sale:{s}:split') is False and c.stats['verify'] == 0
     c.sold_out('sale:{s}:split', c.token('sale:{s}:split'))    # a snapshot proved it
     c.event('sale:{s.p0}', SOLDOUT)
     assert c.is_set('sale:{s}:split') is True
@@ -254,7 +335,7 @@ def test_lost_reply_retry_reaches_redis_and_answers_duplicate(cache):
     from redis.exceptions import ConnectionError as RedisConnectionError
     with pytest.raises(RedisConnectionError):
         drive(_ops.reserve('k', 'u1', reqid='o1', flags=cache), [RedisConnectionError('lost')])
-    cache.event('k', SOLDOUT)          # the lost call took the last unit
+    cache.sold_out('k', cache.token('k'))   # the lost call took the last unit: Redis says so
     res, sent = drive(_ops.reserve('k', 'u9', reqid='o9', flags=cache), [])
     assert res.status == p.SOLD_OUT and sent == []
     res, sent = drive(_ops.reserve('k', 'u1', reqid='o1', flags=cache), [['DUPLICATE', 'o1', 0]])
@@ -333,7 +414,11 @@ def test_node_subscriptions():
 
 def test_dispatch(cache):
     cache.group('g', ['k', 'm'])
-    dispatch(cache, {'type': 'message', 'channel': '__keyspace@0__:k', 'data': SOLDOUT}, [])
+    due = dispatch(cache, {'type': 'message', 'channel': '__keyspace@0__:k', 'data': SOLDOUT}, [])
+    assert due == ('k', cache.token('k')) and not cache.is_set('k')    # a read to make
+    assert dispatch(cache, {'type': 'message', 'channel': 'seckill:events:k', 'data': SOLDOUT},
+                    []) is None                                         # rate-limited
+    cache.verified('k', due[1], INFO_EMPTY)
     assert cache.is_set('k')
     cache.sold_out('g', cache.token('g'))
     dispatch(cache, {'type': 'message', 'channel': 'seckill:events:m', 'data': RESTOCK}, [])

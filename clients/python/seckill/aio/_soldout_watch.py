@@ -1,7 +1,8 @@
 """The pub/sub wiring of the local sold-out flag for redis.asyncio: the sync
 wiring's (seckill._soldout_watch) subscriptions, one asyncio task per node
 instead of a thread. The same channels, the same bookkeeping
-(NodeSubscriptions) and the same dispatch to the cache."""
+(NodeSubscriptions), the same dispatch to the cache and the same
+verification read of a sold-out hint (awaited by the node's task)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import logging
 import time
 from typing import Any, Dict, Iterable, Optional
 
+from .. import _ops
 from .. import soldout as so
 from .._soldout_watch import (BACKOFF_S, POLL_S, REROUTE_S, NodeSubscriptions, Routes, client_scope,
-                              config_flags, dispatch)
+                              config_flags, dispatch, report_verification)
+from ._driver import AsyncDriver
 
 try:  # redis-py >= 4.3
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -63,7 +66,9 @@ class _Listener:
                         await ps.subscribe(*sub)
                     if unsub:
                         await ps.unsubscribe(*unsub)
-                    dispatch(cache, await ps.get_message(timeout=POLL_S), self.subs.keys)
+                    due = dispatch(cache, await ps.get_message(timeout=POLL_S), self.subs.keys)
+                    if due is not None:
+                        await self.w.verify(*due)
                     failures = 0
                 except asyncio.CancelledError:
                     raise
@@ -99,6 +104,18 @@ class AsyncWatcher(Routes):
     def __init__(self, client: Any, cache: so.SoldOutCache):
         super().__init__(client, cache, bool(AsyncRedisCluster) and isinstance(client, AsyncRedisCluster))
         self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._driver = AsyncDriver(client)
+
+    async def verify(self, key: str, token: int) -> None:
+        """Watcher.verify, awaited by the node's listener task."""
+        report, error = None, None
+        try:
+            report = await self._driver.run(_ops.info(key))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = exc
+        report_verification(self.cache, key, token, report, error)
 
     def _listener(self, name: str, node: Any) -> _Listener:
         lis = self._listeners.get(name)
