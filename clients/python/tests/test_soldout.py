@@ -243,7 +243,7 @@ def check_no_local_answer(cache, answers, forger, t_sold):
     assert answers.get('SOLD_OUT', 0) == 0 and answers.get('RESERVED', 0) > 0, answers
     assert cache.stats['local'] == 0
     assert cache.stats['set_verify'] == 0 and cache.stats['set_reply'] == 0
-    assert forger.rounds >= 8 and cache.stats['hints'] >= forger.rounds
+    assert forger.rounds >= 4 and cache.stats['hints'] >= forger.rounds
     own = [st for t, st in forger.own if t < t_sold]
     assert own and set(own) == {'RESERVED'}
     return '%d answers while stock remained (%d SOLD_OUT), forger %d of %d RESERVED' % (
@@ -348,7 +348,7 @@ def test_forged_restocks_cost_round_trips_never_a_wrong_answer(backend, r, redis
           '(%.2f per message)' % (backend, messages, seconds, sum(answers.values()), cache.stats['local'],
                                   reached, reached / messages))
     assert set(answers) == {'SOLD_OUT'}
-    assert forger.rounds >= 5 and cache.stats['clear_event'] >= forger.rounds // 2
+    assert forger.rounds >= 3 and cache.stats['clear_event'] >= forger.rounds // 2
     assert cache.stats['local'] > reached
     assert reached <= threads * (2 * messages + 1 + seconds / lapse)
 
