@@ -4,7 +4,8 @@
 #                   and glibc requirement, functions/seckill.lua, LICENSE,
 #                   SHA256SUMS
 #   make deb        dist/redis-seckill_<version>-1_<arch>.deb (dpkg-deb, no
-#                   debhelper): the module in /usr/lib/redis/modules/, 0755
+#                   debhelper): the module in /usr/lib/redis/modules/, 0755;
+#                   its checksum joins SHA256SUMS
 #   make deb-test   installs that .deb with dpkg, loads the module into
 #                   Debian's redis-server started on a free port, checks
 #                   MODULE LIST's ver, removes the package (part of make test;
@@ -57,6 +58,7 @@ deb: dist ## dist/redis-seckill_<version>-1_<arch>.deb: the module in /usr/lib/r
 		" for servers without modules is /usr/share/redis-seckill/seckill.lua." \
 		> $$root/DEBIAN/control; \
 	dpkg-deb --root-owner-group -Zxz --build $$root $(DEB_FILE) >/dev/null; rm -rf $$root; \
+	cd $(DIST_DIR) && sha256sum $(notdir $(DEB_FILE)) >> SHA256SUMS; \
 	dpkg-deb --info $(DEB_FILE) | sed -n '/Package:/,$$p'; dpkg-deb --contents $(DEB_FILE)
 
 deb-test: deb ## install the .deb, load it into redis-server on a free port, check MODULE LIST, remove it
