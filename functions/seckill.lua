@@ -42,7 +42,7 @@ from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
 to count on demand.
 ]]
 
-local VERSION = '1.1.0'
+local VERSION = '1.2.0'
 local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
 local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
 local MAX_TOTAL = 1000000000000000

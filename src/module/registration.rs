@@ -67,7 +67,9 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 
 redis_module! {
     name: "seckill",
-    version: 1,
+    // MODULE LIST's `ver`: Cargo.toml's version as major*10000+minor*100+patch
+    // (1.2.0 -> 10200), as RedisJSON and RediSearch encode theirs.
+    version: 10200,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [SALE_TYPE],
     init: init,

@@ -29,4 +29,4 @@ __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'Pro
            'SOLD_OUT', 'RELEASED', 'ALREADY_RELEASED', 'CONFIRMED', 'ALREADY_CONFIRMED',
            'NOT_FOUND', 'DRAW', 'Entered', 'Drawn', 'Entrant', 'Verdict', 'SplitSale', 'StaleRound',
            'OrphanKeys', 'RecoverError', 'SoldOutCache']
-__version__ = '0.1.0'
+__version__ = '1.2.0'
