@@ -53,6 +53,16 @@ func describe(v interface{}) string {
 	return s
 }
 
+// statusReply: an array of n whose first item is one of allowed.
+func statusReply(v interface{}, command string, n int, allowed map[Status]bool) ([]interface{}, Status, error) {
+	a, err := asArray(v, command, n)
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := parseStatus(a[0], allowed, command)
+	return a, st, err
+}
+
 func parseStatus(v interface{}, allowed map[Status]bool, command string) (Status, error) {
 	s, ok := asString(v)
 	if !ok || !allowed[Status(s)] {
@@ -84,11 +94,7 @@ func ParseInit(v interface{}) (bool, error) {
 // ParseReserved parses RESERVE's [status, id or nil, remaining].
 func ParseReserved(v interface{}) (Reserved, error) {
 	const cmd = "SECKILL.RESERVE"
-	a, err := asArray(v, cmd, 3)
-	if err != nil {
-		return Reserved{}, err
-	}
-	st, err := parseStatus(a[0], reserveStatuses, cmd)
+	a, st, err := statusReply(v, cmd, 3, reserveStatuses)
 	if err != nil {
 		return Reserved{}, err
 	}
@@ -101,11 +107,7 @@ func ParseReserved(v interface{}) (Reserved, error) {
 }
 
 func parseSettled(v interface{}, command string, allowed map[Status]bool) (Settled, error) {
-	a, err := asArray(v, command, 2)
-	if err != nil {
-		return Settled{}, err
-	}
-	st, err := parseStatus(a[0], allowed, command)
+	a, st, err := statusReply(v, command, 2, allowed)
 	if err != nil {
 		return Settled{}, err
 	}
@@ -131,11 +133,7 @@ func ParseUnfence(v interface{}) (Status, error) {
 // ParseEntered parses ENTER's [status, entrants].
 func ParseEntered(v interface{}) (Entered, error) {
 	const cmd = "SECKILL.ENTER"
-	a, err := asArray(v, cmd, 2)
-	if err != nil {
-		return Entered{}, err
-	}
-	st, err := parseStatus(a[0], enterStatuses, cmd)
+	a, st, err := statusReply(v, cmd, 2, enterStatuses)
 	if err != nil {
 		return Entered{}, err
 	}
@@ -231,6 +229,18 @@ func pairs(v interface{}, command string) ([]pair, error) {
 	return nil, protoErr(command, "%s, not field/value pairs", describe(v))
 }
 
+// fieldPairs: pairs of a RESP report or of FORMAT JSON's string.
+func fieldPairs(v interface{}, command string) ([]pair, error) {
+	if s, ok := v.(string); ok {
+		m, err := decodeJSON(s, command)
+		if err != nil {
+			return nil, err
+		}
+		v = m
+	}
+	return pairs(v, command)
+}
+
 // decodeJSON reads a FORMAT JSON reply: an object with numbers kept exact.
 func decodeJSON(s, command string) (map[string]interface{}, error) {
 	d := json.NewDecoder(strings.NewReader(s))
@@ -249,14 +259,7 @@ func decodeJSON(s, command string) (map[string]interface{}, error) {
 // pairs or FORMAT JSON's string); nil when the key or the id is unknown.
 func ParseGet(v interface{}) (*Reservation, error) {
 	const cmd = "SECKILL.GET"
-	if s, ok := v.(string); ok {
-		m, err := decodeJSON(s, cmd)
-		if err != nil {
-			return nil, err
-		}
-		v = m
-	}
-	ps, err := pairs(v, cmd)
+	ps, err := fieldPairs(v, cmd)
 	if err != nil || ps == nil {
 		return nil, err
 	}

@@ -7,14 +7,7 @@ import "encoding/json"
 // (the key does not exist).
 func ParseReport(v interface{}) (*Report, error) {
 	const cmd = "SECKILL.INFO"
-	if s, ok := v.(string); ok {
-		m, err := decodeJSON(s, cmd)
-		if err != nil {
-			return nil, err
-		}
-		v = m
-	}
-	ps, err := pairs(v, cmd)
+	ps, err := fieldPairs(v, cmd)
 	if err != nil || ps == nil {
 		return nil, err
 	}

@@ -185,30 +185,6 @@ func reportShape(r *Report) interface{} {
 	return out
 }
 
-// exact turns decoded JSON's json.Number into int64 (the parsers' integers).
-func exact(v interface{}) interface{} {
-	switch x := v.(type) {
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		return x.String()
-	case []interface{}:
-		out := make([]interface{}, len(x))
-		for i, e := range x {
-			out[i] = exact(e)
-		}
-		return out
-	case map[string]interface{}:
-		out := make(map[string]interface{}, len(x))
-		for k, e := range x {
-			out[k] = exact(e)
-		}
-		return out
-	}
-	return v
-}
-
 var families = map[string]error{
 	"ERR": ErrArgument, "WRONGTYPE": ErrWrongType, "NOPERM": ErrNoPerm, "OOM": ErrOOM,
 	"TRYAGAIN": ErrTryAgain, "STALEROUND": ErrStaleRound, "FENCED": ErrFenced,
@@ -248,7 +224,7 @@ func TestVectors(t *testing.T) {
 			if err != nil || !reflect.DeepEqual(fromRaw, tree) {
 				t.Fatalf("%s %s: raw and tree differ: %#v vs %#v (%v)", file, c.id(), fromRaw, tree, err)
 			}
-			expect := exact(decodeJSONExact(t, c.Expect))
+			expect := normalize(decodeJSONExact(t, c.Expect))
 			if m, ok := expect.(map[string]interface{}); ok && m["code"] != nil && m["error"] != nil {
 				checkError(t, c, tree, m)
 				checked[file]++
