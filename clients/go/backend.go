@@ -34,8 +34,8 @@ var ErrNoBackend = errors.New("seckill: neither the seckill module (MODULE LIST)
 // managed service refusing MODULE LIST): the answer is "no". A connection
 // error is not an answer and goes to the caller.
 func refused(err error) bool {
-	var re redisError
-	return errors.As(err, &re)
+	_, ok := isReply(err)
+	return ok
 }
 
 // named: whether a MODULE LIST or FUNCTION LIST reply has an entry whose

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // CommandError is an error reply of the server. Code is its first word
@@ -74,11 +76,21 @@ type redisError interface {
 	RedisError()
 }
 
+// isReply: an error reply of the server (go-redis's redis.Nil carries
+// the same marker but is a nil reply, not an error one).
+func isReply(err error) (redisError, bool) {
+	var re redisError
+	if err == nil || errors.Is(err, redis.Nil) || !errors.As(err, &re) {
+		return nil, false
+	}
+	return re, true
+}
+
 // wrapError turns an error reply into a *CommandError; any other error
 // (a connection error, a timeout, redis.Nil) is returned as it is.
 func wrapError(err error) error {
-	var re redisError
-	if err == nil || !errors.As(err, &re) {
+	re, ok := isReply(err)
+	if !ok {
 		return err
 	}
 	msg := re.Error()
