@@ -89,4 +89,16 @@ func (c *Client) do(ctx context.Context, args []interface{}) (interface{}, error
 	return v, err
 }
 
-func isTryAgain(err error) bool { return errors.Is(err, ErrTryAgain) }
+// isTryAgain: an answer that says the command did not run and may run
+// later: TRYAGAIN, and a MOVED or ASK go-redis hands back. go-redis counts
+// TRYAGAIN retries and redirections against one MaxRedirects, so a
+// migration that ends while it retries TRYAGAIN can leave the MOVED to the
+// new node as its last error; go-redis has then noted the new node, and
+// the next call goes there.
+func isTryAgain(err error) bool {
+	var ce *CommandError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	return ce.Code == "TRYAGAIN" || ce.Code == "MOVED" || ce.Code == "ASK"
+}

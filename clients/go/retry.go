@@ -8,7 +8,9 @@ import (
 
 // TryAgainPolicy bounds the retries of a call the server answered
 // TRYAGAIN (a key of it mid-migration: nothing changed, so any command may
-// be sent again, and a REQID makes a repeat DUPLICATE).
+// be sent again, and a REQID makes a repeat DUPLICATE), or that go-redis
+// handed back as MOVED or ASK after spending its redirections (the command
+// did not run either).
 //
 // go-redis already retries TRYAGAIN inside each call (a Client up to
 // MaxRetries, 3 by default; a ClusterClient up to MaxRedirects, 3, with its

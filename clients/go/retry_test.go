@@ -74,13 +74,29 @@ func TestTryAgainNegativeBudgetLeavesItToGoRedis(t *testing.T) {
 }
 
 func TestOtherErrorsNotRetried(t *testing.T) {
-	for _, e := range []error{replyError("ERR QTY is above the sale's LIMIT"), replyError("MOVED 3999 127.0.0.1:6381"),
+	for _, e := range []error{replyError("ERR QTY is above the sale's LIMIT"), replyError("CLUSTERDOWN the cluster is down"),
 		fmt.Errorf("dial tcp: connection refused"), context.Canceled} {
 		calls := 0
 		_, _, err := retrying(context.Background(), TryAgainPolicy{}.withDefaults(), time.Now, sleepCtx, isTryAgain,
 			func() (interface{}, error) { calls++; return nil, wrapError(e) })
 		if calls != 1 || err == nil {
 			t.Fatalf("%v: %d calls", e, calls)
+		}
+	}
+}
+
+func TestRedirectionsHandedBackAreRetried(t *testing.T) {
+	for _, e := range []error{replyError("MOVED 3999 127.0.0.1:6381"), replyError("ASK 3999 127.0.0.1:6381")} {
+		calls := 0
+		v, _, err := retrying(context.Background(), TryAgainPolicy{}.withDefaults(), time.Now, sleepCtx, isTryAgain,
+			func() (interface{}, error) {
+				if calls++; calls == 1 {
+					return nil, wrapError(e)
+				}
+				return "OK", nil
+			})
+		if calls != 2 || err != nil || v != "OK" {
+			t.Fatalf("%v: %d calls, %v", e, calls, err)
 		}
 	}
 }

@@ -113,13 +113,7 @@ func startServer(t testing.TB, module string, extra ...string) *server {
 	if module != "" {
 		args = append(args, "--loadmodule", module)
 	}
-	s.cmd = exec.Command(serverBinary(t), append(args, extra...)...)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	serversMu.Lock()
-	started = append(started, s)
-	serversMu.Unlock()
+	launch(t, s, append(args, extra...)...)
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr()})
 	defer rdb.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -279,3 +273,14 @@ func stat(t testing.TB, rdb *redis.Client, section, name, field string) int64 {
 func nodeClient(s *server) *redis.Client { return redis.NewClient(&redis.Options{Addr: s.addr()}) }
 
 func uniq(prefix string) string { return fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()) }
+
+// launch starts redis-server with args for s; stopServers stops it.
+func launch(t testing.TB, s *server, args ...string) {
+	s.cmd = exec.Command(serverBinary(t), args...)
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	serversMu.Lock()
+	started = append(started, s)
+	serversMu.Unlock()
+}
