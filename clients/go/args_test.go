@@ -143,3 +143,30 @@ func TestToFunctions(t *testing.T) {
 		}
 	}
 }
+
+func TestReconcileMerge(t *testing.T) {
+	chunk := func(ok, unknown int64, ids ...interface{}) *Report {
+		r, err := ParseReport([]interface{}{"total", int64(5), "remaining", int64(5), "pending", int64(0),
+			"confirmed", int64(0), "invariant", "ok", "fence", "fenced", "orders_ok", ok, "orders_pending", int64(0),
+			"orders_released", int64(0), "orders_unknown", unknown, "orders_conflict", int64(0),
+			"orders_pending_ids", []interface{}{}, "orders_released_ids", []interface{}{},
+			"orders_unknown_ids", ids, "orders_conflict_ids", []interface{}{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	res := newReconcileResult()
+	res.merge(chunk(3, 1, "a"))
+	res.merge(chunk(0, 2, "b", "c"))
+	if res.Calls != 2 || res.Counts["ok"] != 3 || res.Counts["unknown"] != 3 ||
+		!reflect.DeepEqual(res.IDs["unknown"], []string{"a", "b", "c"}) || res.Clean() {
+		t.Fatalf("%+v", res)
+	}
+	if len(res.Report.Extra) != 0 || res.Report.Fence != "fenced" {
+		t.Fatalf("the report kept orders_* or lost the fence: %+v", res.Report)
+	}
+	if clean := newReconcileResult(); !clean.Clean() || len(clean.IDs["conflict"]) != 0 {
+		t.Fatal("an empty result is not clean")
+	}
+}

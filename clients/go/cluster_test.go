@@ -210,7 +210,7 @@ func TestTryAgainDuringAMigration(t *testing.T) {
 	if err != nil || r.Status != StatusReserved || r.ID != "o1" {
 		t.Fatalf("RESERVE during the migration: %+v %v", r, err)
 	}
-	if took < 300*time.Millisecond || tryagains < 5 {
+	if took < 300*time.Millisecond || tryagains < 4 { // 4: go-redis's own first try and 3 retries
 		t.Fatalf("took %v with %d TRYAGAIN: the migration window was not exercised", took, tryagains)
 	}
 	if info, err := c.Sale(key).Info(ctx); err != nil || info.Pending != 1 || info.Remaining != 4 {

@@ -315,9 +315,9 @@ func TestLocalSoldOutFlag(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		waited := time.Since(start)
-		if r.Status != StatusReserved || waited > MaxSoldOutLapse+200*time.Millisecond {
-			t.Fatalf("the restock was seen after %v: %+v %v", waited, r, err)
+		waited := time.Since(start) // the lapse's bound itself is checked on a fake clock (soldout_test.go)
+		if r.Status != StatusReserved {
+			t.Fatalf("the restock was not seen within %v: %+v %v", waited, r, err)
 		}
 		t.Logf("restock seen %v after the release", waited.Round(time.Millisecond))
 		// a reply with units left clears it at once

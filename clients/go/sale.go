@@ -170,10 +170,10 @@ type ReconcileOptions struct {
 }
 
 // Reconcile is SECKILL.RECONCILE over the ledger orders, in calls of at
-// most ChunkSize rows; counts and ids summed over the calls. With Apply,
-// a sale the last report shows fenced is unfenced once every chunk was
-// applied (docs: the fence contract). ErrSaleMissing when the key does not
-// exist.
+// most ChunkSize rows; counts and ids summed over the calls. With Apply
+// and a non-empty ledger, a sale the last report shows fenced is unfenced
+// once every chunk was applied (Result.Unfenced), as the Python client's
+// reconciler does. ErrSaleMissing when the key does not exist.
 func (s *Sale) Reconcile(ctx context.Context, orders []Order, o ReconcileOptions) (*ReconcileResult, error) {
 	size := o.ChunkSize
 	if size == 0 {
