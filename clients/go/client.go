@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,13 +34,16 @@ type Client struct {
 	retry   TryAgainPolicy
 	soldout *soldOut
 
-	mu      sync.Mutex
-	backend Backend
+	mu      sync.Mutex   // held by a detection, so it runs once
+	backend atomic.Value // Backend, once known
 }
 
 // New wraps rdb. Nothing is sent until the first call.
 func New(rdb redis.UniversalClient, opt Options) *Client {
-	c := &Client{rdb: rdb, opt: opt, retry: opt.TryAgain.withDefaults(), backend: opt.Backend}
+	c := &Client{rdb: rdb, opt: opt, retry: opt.TryAgain.withDefaults()}
+	if opt.Backend != BackendAuto {
+		c.backend.Store(opt.Backend)
+	}
 	if opt.LocalSoldOut {
 		c.soldout = newSoldOut(opt.SoldOutLapse, time.Now)
 	}
@@ -52,16 +56,19 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // Backend is the backend this client uses, detected at the first call
 // unless Options named one. A failed detection is tried again next time.
 func (c *Client) Backend(ctx context.Context) (Backend, error) {
+	if b, ok := c.backend.Load().(Backend); ok {
+		return b, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.backend != BackendAuto {
-		return c.backend, nil
+	if b, ok := c.backend.Load().(Backend); ok {
+		return b, nil // detected while this call waited
 	}
 	b, err := Detect(ctx, c.rdb)
 	if err != nil {
 		return "", err
 	}
-	c.backend = b
+	c.backend.Store(b)
 	return b, nil
 }
 

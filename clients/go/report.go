@@ -120,6 +120,9 @@ func describeKey(k interface{}) string {
 // Int is an integer field of Extra (a split sale's sent, a draw sale's
 // entrants, RECONCILE's orders_ok, ...); false when absent or nil.
 func (r *Report) Int(name string) (int64, bool) {
+	if r == nil {
+		return 0, false
+	}
 	n, ok := r.Extra[name].(int64)
 	return n, ok
 }
@@ -135,6 +138,9 @@ func (r *Report) String(name string) (string, bool) {
 
 // IDs is a list of ids in Extra (orders_pending_ids, ...).
 func (r *Report) IDs(name string) []string {
+	if r == nil {
+		return nil
+	}
 	a, _ := r.Extra[name].([]interface{})
 	out := make([]string, 0, len(a))
 	for _, x := range a {

@@ -118,8 +118,9 @@ func (s *soldOut) answered(reqID string) {
 	delete(s.retrying, reqID) // its entry in order is dropped when it comes up
 }
 
-// reserveSetsFlag: what a RESERVE reply says about the flag: (sold out,
-// relevant). NO_SALE, NOT_STARTED, ENDED, FENCED and DRAW clear it.
+// reserveSetsFlag: whether a RESERVE reply shows the sale sold out (0
+// left); every other reply clears the flag, NO_SALE, NOT_STARTED, ENDED,
+// FENCED and DRAW included.
 func reserveSetsFlag(r Reserved) bool {
 	switch r.Status {
 	case StatusSoldOut, StatusReserved, StatusDuplicate, StatusLimit:
