@@ -13,7 +13,7 @@ it. README.md beside this file describes the format.
         [--server redis-server] [--module target/release/libredis_seckill.so]
 
 Re-run it after a reply changes (a new status, a new report field); the
-FENCE cases are recorded only when the module takes INIT ... FENCE.
+fence cases are recorded for each backend whose server takes INIT ... FENCE.
 """
 
 from __future__ import annotations
@@ -346,23 +346,22 @@ def sc_errors(r: Run) -> None:
     r.send('CONFIG', 'SET', 'maxmemory', 0)
 
 
-def sc_fence(r: Run, attach_replica: Callable[[], Callable[[], None]]) -> None:
-    """INIT ... FENCE, then a first replica gives the master a new
-    replication id: the sale is fenced (CONTRACT: the documented false
-    positive), until UNFENCE."""
+def sc_fence(r: Run, promoted: Callable[[int], Conn]) -> None:
+    """INIT ... FENCE on the server; a replica of it, promoted (REPLICAOF NO
+    ONE gives it a new replication id), holds the sale fenced until UNFENCE
+    (the fence contract). The steps on the promoted replica are recorded
+    as this run's."""
     r.send('SECKILL.INIT', 'sale:{f}', 5, 'FENCE')
     r.step('info of a fenced sale, clear', 'report', 'SECKILL.INFO', 'sale:{f}')
     r.step('unfence, not fenced', 'status', 'SECKILL.UNFENCE', 'sale:{f}')
-    detach = attach_replica()
-    try:
-        r.step('reserve on a fenced sale', 'reserve', 'SECKILL.RESERVE', 'sale:{f}', 'u1')
-        r.step('info of a fenced sale, fenced', 'report', 'SECKILL.INFO', 'sale:{f}')
-        r.step('info of a fenced sale, FORMAT JSON', 'report', 'SECKILL.INFO', 'sale:{f}', 'FORMAT', 'JSON')
-        r.send('SECKILL.INIT', 'sale:{fd}', 5, 'END', r.server_ms() + 3_600_000, 'DRAW', 'FENCE')
-        r.step('unfence', 'status', 'SECKILL.UNFENCE', 'sale:{f}')
-        r.step('unfence, no sale', 'status', 'SECKILL.UNFENCE', 'sale:{none}')
-    finally:
-        detach()
+    rr = Run(promoted(r.proto), r.backend, r.proto)
+    rr.step('reserve on a fenced sale', 'reserve', 'SECKILL.RESERVE', 'sale:{f}', 'u1')
+    rr.step('info of a fenced sale, fenced', 'report', 'SECKILL.INFO', 'sale:{f}')
+    rr.step('info of a fenced sale, FORMAT JSON', 'report', 'SECKILL.INFO', 'sale:{f}', 'FORMAT', 'JSON')
+    rr.step('unfence', 'status', 'SECKILL.UNFENCE', 'sale:{f}')
+    rr.step('reserve after unfence', 'reserve', 'SECKILL.RESERVE', 'sale:{f}', 'u1')
+    rr.step('unfence, no sale', 'status', 'SECKILL.UNFENCE', 'sale:{none}')
+    r.steps += rr.steps
 
 
 SCENARIOS = {
@@ -408,8 +407,9 @@ class Server:
             self.proc.wait()
 
 
-def fence_supported(c: Conn) -> bool:
-    _, t = c.call('SECKILL.INIT', 'sale:{probe}', 1, 'FENCE')
+def fence_supported(c: Conn, backend: str) -> bool:
+    probe = Run(c, backend, 2)
+    _, t = c.call(*probe.wire(('SECKILL.INIT', 'sale:{probe}', 1, 'FENCE')))
     c.call('DEL', 'sale:{probe}')
     return t['t'] != 'error'
 
@@ -428,30 +428,34 @@ def main() -> int:
                'functions': Server(args.server, None, tmp)}
     replicas: List[Server] = []
 
-    def attach_replica() -> Callable[[], None]:
-        rep = Server(args.server, args.module, tmp)
+    def promoted(backend: str, proto: int) -> Conn:
+        """A new replica of the backend's server, synced, then promoted."""
+        master = servers[backend]
+        rep = Server(args.server, args.module if backend == 'module' else None, tmp)
         replicas.append(rep)
-        rep.conn.call('REPLICAOF', '127.0.0.1', servers['module'].port)
+        rep.conn.call('REPLICAOF', '127.0.0.1', master.port)
         deadline = time.monotonic() + 10
-        while b'master_link_status:up' not in rep.conn.call('INFO', 'replication')[0]:
+        while (b'master_link_status:up' not in rep.conn.call('INFO', 'replication')[0]
+               or rep.conn.call('EXISTS', 'sale:{f}')[1].get('v') != 1):
             if time.monotonic() > deadline:
                 raise RuntimeError('the replica did not sync')
             time.sleep(0.05)
-        return rep.stop
+        rep.conn.call('REPLICAOF', 'NO', 'ONE')
+        rep.conn.call('HELLO', proto)
+        return rep.conn
 
     try:
         servers['functions'].conn.call('FUNCTION', 'LOAD', 'REPLACE', lua)
         _, version = servers['module'].conn.call('INFO', 'server')
         scenarios = dict(SCENARIOS)
-        # The fence needs a server whose replication id changes: the module
-        # server gets a replica attached (only the module server; the
-        # library's fence is checked the same way once it has one).
-        if fence_supported(servers['module'].conn):
-            scenarios['fence'] = lambda r: sc_fence(r, attach_replica)
+        # The fence, on each backend whose server takes INIT ... FENCE.
+        fenced = {b for b, srv in servers.items() if fence_supported(srv.conn, b)}
+        if fenced:
+            scenarios['fence'] = lambda r: sc_fence(r, lambda proto: promoted(r.backend, proto))
         for name, scenario in scenarios.items():
             cases = []
             for backend, srv in servers.items():
-                if name == 'fence' and backend != 'module':
+                if name == 'fence' and backend not in fenced:
                     continue
                 for proto in (2, 3):
                     srv.conn.call('HELLO', proto)
