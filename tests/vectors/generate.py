@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -477,6 +478,7 @@ def main() -> int:
     finally:
         for s in replicas + list(servers.values()):
             s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
