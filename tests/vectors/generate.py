@@ -422,6 +422,7 @@ def main() -> int:
                     os.path.join(ROOT, 'target', 'release', 'libredis_seckill.so'))
     ap.add_argument('--out', default=HERE)
     args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(ROOT, 'functions', 'seckill.lua')) as f:
         lua = f.read()
     tmp = tempfile.mkdtemp(prefix='seckill-vectors-')
