@@ -1,0 +1,172 @@
+package seckill
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestInitArgs(t *testing.T) {
+	got, err := initArgs("sale:{1}", 100, InitOptions{Shards: 8, Limit: 2, HoldMs: 900000, StartMs: 5,
+		EndMs: 9, TTLSeconds: 60, Stream: "sale:{1}:events", MaxLen: 1000,
+		Split: &Split{Round: "r1", Peers: []string{"sale:{a}", "sale:{b}"}}, Draw: true, Fence: true, Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []interface{}{"SECKILL.INIT", "sale:{1}", "100", "SHARDS", "8", "LIMIT", "2", "HOLD", "900000",
+		"START", "5", "END", "9", "TTL", "60", "STREAM", "sale:{1}:events", "MAXLEN", "1000",
+		"SPLIT", "r1", "2", "sale:{a}", "sale:{b}", "DRAW", "FENCE", "REPLACE"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v", got)
+	}
+	if got, _ := initArgs("k", 0, InitOptions{}); !reflect.DeepEqual(got, []interface{}{"SECKILL.INIT", "k", "0"}) {
+		t.Fatalf("plain INIT: %v", got)
+	}
+	for _, bad := range []InitOptions{{Draw: true}, {MaxLen: 5}} {
+		if _, err := initArgs("k", 1, bad); err == nil {
+			t.Fatalf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestUserArgs(t *testing.T) {
+	got, _ := userArgs("SECKILL.RESERVE", "k", "u1", 3, "o1")
+	if !reflect.DeepEqual(got, []interface{}{"SECKILL.RESERVE", "k", "u1", "QTY", "3", "REQID", "o1"}) {
+		t.Fatalf("got %v", got)
+	}
+	got, _ = userArgs("SECKILL.ENTER", "k", "u1", 1, "")
+	if !reflect.DeepEqual(got, []interface{}{"SECKILL.ENTER", "k", "u1"}) {
+		t.Fatalf("QTY 1 and no REQID: %v", got)
+	}
+	long := strings.Repeat("x", MaxIDBytes+1)
+	for _, c := range [][2]string{{"", ""}, {long, ""}, {"u", long}} {
+		if _, err := userArgs("SECKILL.RESERVE", "k", c[0], 1, c[1]); err == nil {
+			t.Fatalf("user %d bytes, reqid %d bytes accepted", len(c[0]), len(c[1]))
+		}
+	}
+	if _, err := userArgs("SECKILL.RESERVE", "k", strings.Repeat("x", MaxIDBytes), 1, ""); err != nil {
+		t.Fatalf("a 256-byte user refused: %v", err)
+	}
+}
+
+func ledger(n int) []Order {
+	out := make([]Order, n)
+	for i := range out {
+		out[i] = Order{RID: "o" + i64(int64(i)), User: "u" + i64(int64(i)), Qty: 1}
+	}
+	return out
+}
+
+func TestReconcileCalls(t *testing.T) {
+	for _, c := range []struct{ rows, size, calls, last int }{
+		{0, 1000, 1, 0}, {1, 1000, 1, 1}, {1000, 1000, 1, 1000}, {1001, 1000, 2, 1}, {2500, 1000, 3, 500},
+		{250, 100, 3, 50},
+	} {
+		calls, err := reconcileCalls("k", ledger(c.rows), true, true, c.size)
+		if err != nil || len(calls) != c.calls {
+			t.Fatalf("%d rows by %d: %d calls, %v", c.rows, c.size, len(calls), err)
+		}
+		total := 0
+		for i, call := range calls {
+			words := strings.Fields(strings.Trim(strings.Join(strs(call), " "), " "))
+			hasExpire := contains(words, "EXPIRE")
+			if hasExpire != (i == 0) {
+				t.Fatalf("call %d: EXPIRE %v", i, hasExpire)
+			}
+			if c.rows > 0 && words[len(words)-1] != "APPLY" {
+				t.Fatalf("call %d without APPLY", i)
+			}
+			if c.rows == 0 && contains(words, "APPLY") {
+				t.Fatal("an empty ledger applied")
+			}
+			rows := (len(call) - 2 - b2i(hasExpire) - b2i(c.rows > 0)*3) / 3
+			if rows > c.size || rows > MaxChunk {
+				t.Fatalf("call %d has %d rows", i, rows)
+			}
+			total += rows
+			if i == len(calls)-1 && rows != c.last {
+				t.Fatalf("last call has %d rows, want %d", rows, c.last)
+			}
+		}
+		if total != c.rows {
+			t.Fatalf("%d rows sent of %d", total, c.rows)
+		}
+	}
+	if _, err := reconcileCalls("k", ledger(3), false, false, MaxChunk+1); err == nil {
+		t.Fatal("a chunk of 1001 accepted")
+	}
+	if _, err := reconcileCalls("k", []Order{{RID: "o", User: "u", Qty: 0}}, false, false, 10); err == nil {
+		t.Fatal("qty 0 accepted")
+	}
+}
+
+func strs(a []interface{}) []string {
+	out := make([]string, len(a))
+	for i, x := range a {
+		out[i] = x.(string)
+	}
+	return out
+}
+
+func contains(words []string, w string) bool {
+	for _, x := range words {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestToFunctions(t *testing.T) {
+	for _, c := range []struct {
+		in   []interface{}
+		want []interface{}
+	}{
+		{[]interface{}{"SECKILL.RESERVE", "k", "u1", "REQID", "o"}, []interface{}{"FCALL", "seckill_reserve", "1", "k", "u1", "REQID", "o"}},
+		{[]interface{}{"SECKILL.INFO", "k", "FORMAT", "JSON"}, []interface{}{"FCALL_RO", "seckill_info", "1", "k", "FORMAT", "JSON"}},
+		{[]interface{}{"SECKILL.GET", "k", "r"}, []interface{}{"FCALL_RO", "seckill_get", "1", "k", "r"}},
+		{[]interface{}{"SECKILL.ENTRANTS", "k", "0"}, []interface{}{"FCALL_RO", "seckill_entrants", "1", "k", "0"}},
+		{[]interface{}{"SECKILL.UNFENCE", "k"}, []interface{}{"FCALL", "seckill_unfence", "1", "k"}},
+		{[]interface{}{"seckill.release", "k", "r"}, []interface{}{"FCALL", "seckill_release", "1", "k", "r"}},
+		{[]interface{}{"GET", "k"}, []interface{}{"GET", "k"}},
+		{[]interface{}{"SECKILL.INFO"}, []interface{}{"SECKILL.INFO"}},
+	} {
+		if got := toFunctions(c.in); !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("%v -> %v", c.in, got)
+		}
+	}
+}
+
+func TestReconcileMerge(t *testing.T) {
+	chunk := func(ok, unknown int64, ids ...interface{}) *Report {
+		r, err := ParseReport([]interface{}{"total", int64(5), "remaining", int64(5), "pending", int64(0),
+			"confirmed", int64(0), "invariant", "ok", "fence", "fenced", "orders_ok", ok, "orders_pending", int64(0),
+			"orders_released", int64(0), "orders_unknown", unknown, "orders_conflict", int64(0),
+			"orders_pending_ids", []interface{}{}, "orders_released_ids", []interface{}{},
+			"orders_unknown_ids", ids, "orders_conflict_ids", []interface{}{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	res := newReconcileResult()
+	res.merge(chunk(3, 1, "a"))
+	res.merge(chunk(0, 2, "b", "c"))
+	if res.Calls != 2 || res.Counts["ok"] != 3 || res.Counts["unknown"] != 3 ||
+		!reflect.DeepEqual(res.IDs["unknown"], []string{"a", "b", "c"}) || res.Clean() {
+		t.Fatalf("%+v", res)
+	}
+	if len(res.Report.Extra) != 0 || res.Report.Fence != "fenced" {
+		t.Fatalf("the report kept orders_* or lost the fence: %+v", res.Report)
+	}
+	if clean := newReconcileResult(); !clean.Clean() || len(clean.IDs["conflict"]) != 0 {
+		t.Fatal("an empty result is not clean")
+	}
+}

@@ -1,0 +1,111 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configure a Client; the zero value detects the backend, retries
+// TRYAGAIN for up to a second and keeps no local sold-out flag.
+type Options struct {
+	// Backend: BackendAuto (detect once, at the first call), or the one to use.
+	Backend Backend
+	// TryAgain bounds the retries of a TRYAGAIN (see TryAgainPolicy).
+	TryAgain TryAgainPolicy
+	// LocalSoldOut keeps a per-sale flag that answers RESERVE SOLD_OUT
+	// without a round trip after Redis said the sale had nothing left.
+	LocalSoldOut bool
+	// SoldOutLapse: how long the flag holds before Redis is asked again;
+	// 0 or more than MaxSoldOutLapse (500 ms) means MaxSoldOutLapse.
+	SoldOutLapse time.Duration
+}
+
+// Client sends the contract's commands through one go-redis client (a
+// *redis.Client, *redis.ClusterClient, or a Sentinel failover client) to
+// one backend. Safe for concurrent use; make one per go-redis client.
+type Client struct {
+	rdb     redis.UniversalClient
+	opt     Options
+	retry   TryAgainPolicy
+	soldout *soldOut
+
+	mu      sync.Mutex   // held by a detection, so it runs once
+	backend atomic.Value // Backend, once known
+}
+
+// New wraps rdb. Nothing is sent until the first call.
+func New(rdb redis.UniversalClient, opt Options) *Client {
+	c := &Client{rdb: rdb, opt: opt, retry: opt.TryAgain.withDefaults()}
+	if opt.Backend != BackendAuto {
+		c.backend.Store(opt.Backend)
+	}
+	if opt.LocalSoldOut {
+		c.soldout = newSoldOut(opt.SoldOutLapse, time.Now)
+	}
+	return c
+}
+
+// Redis is the go-redis client underneath.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Backend is the backend this client uses, detected at the first call
+// unless Options named one. A failed detection is tried again next time.
+func (c *Client) Backend(ctx context.Context) (Backend, error) {
+	if b, ok := c.backend.Load().(Backend); ok {
+		return b, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.backend.Load().(Backend); ok {
+		return b, nil // detected while this call waited
+	}
+	b, err := Detect(ctx, c.rdb)
+	if err != nil {
+		return "", err
+	}
+	c.backend.Store(b)
+	return b, nil
+}
+
+// Sale is the sale at key. Cheap: make one per call or keep it.
+func (c *Client) Sale(key string) *Sale { return &Sale{c: c, key: key} }
+
+// do sends one SECKILL.* command (args[0] the command, args[1] the sale
+// key) on the client's backend, retrying TRYAGAIN within the policy. A
+// nil reply is (nil, nil); an error reply is a *CommandError.
+func (c *Client) do(ctx context.Context, args []interface{}) (interface{}, error) {
+	b, err := c.Backend(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if b == BackendFunctions {
+		args = toFunctions(args)
+	}
+	v, _, err := retrying(ctx, c.retry, time.Now, sleepCtx, isTryAgain, func() (interface{}, error) {
+		v, err := c.rdb.Do(ctx, args...).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
+		}
+		return v, wrapError(err)
+	})
+	return v, err
+}
+
+// isTryAgain: an answer that says the command did not run and may run
+// later: TRYAGAIN, and a MOVED or ASK go-redis hands back. go-redis counts
+// TRYAGAIN retries and redirections against one MaxRedirects, so a
+// migration that ends while it retries TRYAGAIN can leave the MOVED to the
+// new node as its last error; go-redis has then noted the new node, and
+// the next call goes there.
+func isTryAgain(err error) bool {
+	var ce *CommandError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	return ce.Code == "TRYAGAIN" || ce.Code == "MOVED" || ce.Code == "ASK"
+}
