@@ -23,6 +23,22 @@ public class CommandException extends SeckillException {
         return "TRYAGAIN".equals(code());
     }
 
+    /**
+     * The Functions library's form of TRYAGAIN: during a slot migration that moved the
+     * sale's stream first, the library's stream write fails with the cluster's own error
+     * and the call changes nothing (docs/managed-redis.md). The library only touches keys of
+     * the sale's slot, so outside a migration this error does not occur.
+     */
+    public boolean nonLocalKey() {
+        String m = getMessage();
+        return m != null && m.startsWith("ERR Script attempted to access a non local key in a cluster node");
+    }
+
+    /** Retried by the client: the slot is moving and nothing changed. */
+    public boolean retryable() {
+        return tryAgain() || nonLocalKey();
+    }
+
     /** DRAW or SEND on a sale fenced since a failover or restart. */
     public boolean fenced() {
         return "FENCED".equals(code());

@@ -35,17 +35,26 @@ public final class SeckillClient {
     }
 
     public static Builder builder(Transport transport) {
-        return new Builder(transport);
+        return new Builder().transport(transport);
+    }
+
+    /** A builder without a transport yet: give it one with {@link Builder#transport}. */
+    public static Builder builder() {
+        return new Builder();
     }
 
     public static final class Builder {
-        private final Transport transport;
+        private Transport transport;
         private RetryPolicy retry = RetryPolicy.DEFAULT;
         private SoldOutFlags soldOut;
         private Backend backend;
 
-        private Builder(Transport transport) {
-            this.transport = java.util.Objects.requireNonNull(transport);
+        private Builder() {}
+
+        /** The connection: a {@code JedisTransport} or {@code LettuceTransport}, or your own. */
+        public Builder transport(Transport t) {
+            this.transport = java.util.Objects.requireNonNull(t);
+            return this;
         }
 
         /** The backend to use; without it the first call asks the server (MODULE LIST, FUNCTION LIST). */
@@ -66,6 +75,9 @@ public final class SeckillClient {
         }
 
         public SeckillClient build() {
+            if (transport == null) {
+                throw new IllegalStateException("a SeckillClient needs a transport");
+            }
             return new SeckillClient(this);
         }
     }
@@ -85,7 +97,7 @@ public final class SeckillClient {
         return soldOut;
     }
 
-    /** How many TRYAGAIN replies were retried so far. */
+    /** How many TRYAGAIN replies (and the library's non-local-key form of it) were retried so far. */
     public long tryAgainRetries() {
         return tryAgainRetries.sum();
     }
@@ -160,7 +172,7 @@ public final class SeckillClient {
             try {
                 return op.parse().apply(transport.call(w));
             } catch (CommandException e) {
-                if (!e.tryAgain() || attempt >= retry.attempts()) {
+                if (!e.retryable() || attempt >= retry.attempts()) {
                     throw e;
                 }
                 tryAgainRetries.increment();
@@ -180,7 +192,7 @@ public final class SeckillClient {
             Throwable e = unwrap(err);
             if (e == null) {
                 out.complete(r);
-            } else if (e instanceof CommandException ce && ce.tryAgain() && n < retry.attempts()) {
+            } else if (e instanceof CommandException ce && ce.retryable() && n < retry.attempts()) {
                 tryAgainRetries.increment();
                 CompletableFuture.delayedExecutor(retry.delayMs(n, random), TimeUnit.MILLISECONDS)
                         .execute(() -> attempt(w, n + 1).whenComplete((r2, e2) -> {
