@@ -23,12 +23,12 @@ import redis.clients.jedis.Jedis;
  * $SECKILL_MODULE (default target/release/libredis_seckill.so of the repository), the
  * library functions/seckill.lua of the repository.
  */
-final class RedisServers implements AutoCloseable {
+public final class RedisServers implements AutoCloseable {
     static final Path REPO = Path.of(System.getProperty("user.dir")).resolve("../..").normalize();
 
     /** One running server. */
-    static final class Node {
-        final int port;
+    public static final class Node {
+        public final int port;
         final Path dir;
         final Process process;
         String id;
@@ -84,7 +84,7 @@ final class RedisServers implements AutoCloseable {
         return n;
     }
 
-    Node startWithModule(String... args) throws IOException {
+    public Node startWithModule(String... args) throws IOException {
         List<String> a = new ArrayList<>(List.of("--loadmodule", module().toString()));
         a.addAll(List.of(args));
         return start(false, a.toArray(String[]::new));
