@@ -39,11 +39,11 @@ public final class Sale {
      * {@code SOLD_OUT} here.
      */
     public Reserved reserve(String user, long qty, String reqid) {
+        Op<Reserved> op = Op.reserve(user, qty, reqid);   // bad arguments refused before the flag answers
         SoldOutFlags flags = client.soldOutFlags();
         if (flags == null) {
-            return client.run(key, Op.reserve(user, qty, reqid));
+            return client.run(key, op);
         }
-        Op<Reserved> op = Op.reserve(user, qty, reqid);
         if (flags.answersLocally(key, reqid)) {
             return new Reserved(ReserveStatus.SOLD_OUT, null, 0);
         }

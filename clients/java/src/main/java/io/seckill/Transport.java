@@ -1,5 +1,6 @@
 package io.seckill;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 /**
@@ -13,7 +14,7 @@ public interface Transport {
 
     /** The same call, not blocking the caller. The default runs {@link #call} in the caller. */
     default CompletionStage<Object> callAsync(Wire wire) {
-        java.util.concurrent.CompletableFuture<Object> f = new java.util.concurrent.CompletableFuture<>();
+        CompletableFuture<Object> f = new CompletableFuture<>();
         try {
             f.complete(call(wire));
         } catch (RuntimeException e) {

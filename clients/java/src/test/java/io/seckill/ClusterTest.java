@@ -45,6 +45,7 @@ class ClusterTest {
             RedisServers.loadLibrary(n);
         }
         ports = nodes.stream().map(n -> n.port).toList();
+        System.out.println("ClusterTest on " + RedisServers.version(nodes.get(0)));
     }
 
     @AfterAll

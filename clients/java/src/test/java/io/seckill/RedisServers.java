@@ -161,6 +161,13 @@ public final class RedisServers implements AutoCloseable {
         return out;
     }
 
+    /** What the node says it is: "redis 8.2.3" or "valkey 8.1.1". */
+    static String version(Node n) {
+        Map<String, String> i = info(n, "server");
+        String valkey = i.get("valkey_version");
+        return valkey != null ? "valkey " + valkey : "redis " + i.get("redis_version");
+    }
+
     private static boolean ping(Node n) {
         if (!n.process.isAlive()) {
             throw new IllegalStateException("redis-server on " + n.port + " exited: " + n.dir + "/redis.log");

@@ -43,6 +43,7 @@ class StandaloneTest {
         plain = servers.start(false);
         RedisServers.loadLibrary(plain);
         empty = servers.start(false);
+        System.out.println("StandaloneTest on " + RedisServers.version(mod));
     }
 
     @AfterAll
