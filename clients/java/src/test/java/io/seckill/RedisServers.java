@@ -46,6 +46,11 @@ public final class RedisServers implements AutoCloseable {
 
     final List<Node> nodes = new ArrayList<>();
 
+    public RedisServers() {
+        // a test JVM stopped from outside (Surefire's timeout) stops its servers too
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> nodes.forEach(n -> n.process.destroy())));
+    }
+
     static String serverBinary() {
         return System.getenv().getOrDefault("REDIS_SERVER", "redis-server");
     }
