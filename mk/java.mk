@@ -12,7 +12,7 @@
 #   make java-test JAVA_VECTORS=/path/to/vectors
 #
 # Maven downloads its plugins and the dependencies into ~/.m2 on the first
-# run (41 MB). Measured here on 2 shared cores: 47 s with a warm cache, 78 s
+# run (41 MB). Measured here on 2 shared cores: 30 to 51 s with a warm cache, 78 s
 # with an empty one (MVN="mvn -Dmaven.repo.local=/tmp/empty"). Debian's Maven
 # writes colour resets even with -B; they are stripped from the log.
 
