@@ -158,6 +158,19 @@ class ClusterTest {
         }
     }
 
+    @ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.EnumSource(Flavour.class)
+    void theBackendIsDetectedOnTheCluster(Flavour f) {
+        try (Conn c = f.cluster(ports, SeckillClient.builder())) {
+            String key = "sale:{detect-" + f + "}";
+            RedisServers.resetStats(nodes);
+            assertTrue(c.sale(key).init(1, new InitOptions()));
+            assertEquals(Backend.MODULE, c.client().backend(key));
+            assertEquals(ReserveStatus.RESERVED, c.sale(key).reserve("u1", 1, null).status());
+            assertEquals(0, RedisServers.errors(nodes, "MOVED"));
+        }
+    }
+
     @org.junit.jupiter.api.Test
     void theCounterSeesAMisroutedCall() {
         // the control for the 0 above: a call sent to a node that does not serve the key counts
