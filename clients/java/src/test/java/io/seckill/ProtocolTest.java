@@ -1,0 +1,101 @@
+package io.seckill;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.Test;
+
+/** Arguments, backends, chunking and the retry policy, without Redis. */
+class ProtocolTest {
+    @Test
+    void bothBackendsSpellTheSameCommand() {
+        Wire m = Backend.MODULE.wire("RESERVE", "sale:{1}", List.of("u1", "REQID", "o1"), Wire.Reply.ARRAY);
+        assertEquals(List.of("SECKILL.RESERVE", "sale:{1}", "u1", "REQID", "o1"), m.words());
+        assertEquals("sale:{1}", m.routingKey());
+        Wire f = Backend.FUNCTIONS.wire("RESERVE", "sale:{1}", List.of("u1", "REQID", "o1"), Wire.Reply.ARRAY);
+        assertEquals(List.of("FCALL", "seckill_reserve", "1", "sale:{1}", "u1", "REQID", "o1"), f.words());
+        assertEquals("sale:{1}", f.routingKey(), "the declared key routes the FCALL");
+        for (String read : List.of("INFO", "GET", "ENTRANTS")) {
+            assertEquals("FCALL_RO", Backend.FUNCTIONS.wire(read, "k", List.of(), Wire.Reply.BULK).name());
+        }
+        assertEquals("FCALL", Backend.FUNCTIONS.wire("UNFENCE", "k", List.of(), Wire.Reply.STATUS).name());
+    }
+
+    @Test
+    void reserveArgsAndIdBounds() {
+        assertEquals(List.of("u1"), Protocol.reserveArgs("u1", 1, null));
+        assertEquals(List.of("u1", "QTY", "3", "REQID", "o"), Protocol.reserveArgs("u1", 3, "o"));
+        assertThrows(IllegalArgumentException.class, () -> Protocol.reserveArgs("", 1, null));
+        assertThrows(IllegalArgumentException.class, () -> Protocol.reserveArgs("é".repeat(129), 1, null),
+                "258 bytes in UTF-8");
+        Protocol.reserveArgs("é".repeat(128), 1, null);   // 256 bytes: allowed
+    }
+
+    @Test
+    void initOptionsInTheOrderGiven() {
+        assertEquals(List.of("LIMIT", "2", "HOLD", "60000", "STREAM", "s", "MAXLEN", "10", "FENCE", "REPLACE"),
+                new InitOptions().limit(2).holdMs(60_000).stream("s").maxlen(10).fence().replace().args());
+        assertThrows(IllegalArgumentException.class, () -> new InitOptions().maxlen(3));
+        assertThrows(IllegalArgumentException.class, () -> new InitOptions().draw().args());
+        assertEquals(List.of("END", "5", "DRAW"), new InitOptions().endMs(5).draw().args());
+    }
+
+    @Test
+    void aLedgerGoesInChunksOfAtMostAThousand() {
+        List<Order> ledger = IntStream.range(0, 2501).mapToObj(i -> new Order("o" + i, "u" + i, 1)).toList();
+        List<Integer> sizes = new ArrayList<>();
+        Protocol.chunks(ledger, 1000).forEach(c -> sizes.add(c.size()));
+        assertEquals(List.of(1000, 1000, 501), sizes);
+        List<String> first = Protocol.reconcileArgs(ledger.subList(0, 2), true, true);
+        assertEquals(List.of("EXPIRE", "ORDERS", "2", "o0", "u0", "1", "o1", "u1", "1", "APPLY", "FORMAT", "JSON"), first);
+        assertThrows(IllegalArgumentException.class, () -> Protocol.chunks(ledger, 1001));
+        assertThrows(IllegalArgumentException.class, () -> Protocol.reconcileArgs(ledger.subList(0, 1001), false, false));
+        assertThrows(IllegalArgumentException.class, () -> new Order("o", "u", 0));
+    }
+
+    @Test
+    void theRetryPolicyIsBounded() {
+        RetryPolicy p = RetryPolicy.DEFAULT;
+        SplittableRandom r = new SplittableRandom(7);
+        long total = 0;
+        for (int a = 1; a < p.attempts(); a++) {
+            long d = p.delayMs(a, r);
+            long backoff = Math.min(500, 10L << (a - 1));
+            assertTrue(d >= backoff / 2 && d <= backoff, "attempt " + a + ": " + d);
+            total += d;
+        }
+        assertTrue(total <= p.maxTotalWaitMs());
+        assertEquals(1130, p.maxTotalWaitMs(), "10+20+40+80+160+320+500 ms at most");
+        long late = new RetryPolicy(100, 10, 500).delayMs(99, r);
+        assertTrue(late >= 250 && late <= 500, "capped at maxMs: " + late);
+        assertThrows(IllegalArgumentException.class, () -> new RetryPolicy(0, 10, 500));
+    }
+
+    @Test
+    void badRepliesAreProtocolErrors() {
+        assertThrows(ProtocolException.class, () -> Protocol.parseReserved(List.of("RESERVED", "id")));
+        assertThrows(ProtocolException.class, () -> Protocol.parseReserved(List.of("MAYBE", "id", 1L)));
+        assertThrows(ProtocolException.class, () -> Protocol.parseSettled(List.of("ALREADY_CONFIRMED", 1L),
+                SettleStatus.RELEASE, "SECKILL.RELEASE"));
+        assertThrows(ProtocolException.class, () -> Protocol.parseReportJson("{\"total\":1}"));
+        assertThrows(ProtocolException.class, () -> Protocol.parseReportJson("[1]"));
+        assertThrows(ProtocolException.class, () -> Protocol.parseInit("MAYBE"));
+        assertEquals(new Reserved(ReserveStatus.FENCED, null, 4),
+                Protocol.parseReserved(java.util.Arrays.asList("FENCED", null, 4L)));
+        assertEquals(UnfenceStatus.NOT_FENCED, Protocol.parseUnfence("NOT_FENCED"));
+    }
+
+    @Test
+    void theFenceFieldOfAReport() {
+        Report r = Protocol.parseReportJson("{\"total\":5,\"remaining\":5,\"pending\":0,\"confirmed\":0,"
+                + "\"released\":0,\"expired\":0,\"buyers\":0,\"reservations\":0,\"shards\":[5],"
+                + "\"invariant\":\"ok\",\"fence\":\"fenced\"}");
+        assertTrue(r.fenced());
+        assertEquals("fenced", r.fence());
+    }
+}
