@@ -118,6 +118,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // refusals are unit-tested in transfers.rs.
             split: Some(crate::rules::config::SplitConfig::new(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
             draw: None,
+            fence: None,
         })
 }
 
@@ -435,7 +436,12 @@ fn derived(s: &Sale) -> Derived {
         }
         probes.push(s.decide_reserve(u, c.limit, None, c.start_ms));
     }
-    Derived { report: Report::of(s), next_deadline: s.next_deadline(), due: s.due_holds(u64::MAX, usize::MAX), probes }
+    Derived {
+        report: Report::of(s, || crate::rules::fence::id(b'0')),
+        next_deadline: s.next_deadline(),
+        due: s.due_holds(u64::MAX, usize::MAX),
+        probes,
+    }
 }
 
 /// The invariant and the bucket rules, from the public view only.
@@ -1410,7 +1416,7 @@ proptest! {
 // ---------------------------------------------------------------------------
 
 fn plain(total: u64, shards: u32, limit: u64, hold_ms: u64) -> SaleConfig {
-    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None, draw: None }
+    SaleConfig { limit, hold_ms, tag: 0x2a, ..SaleConfig::plain(total, shards) }
 }
 
 #[test]

@@ -276,6 +276,8 @@ def test_unfence_is_replicated():
     env.assertEqual(replica.execute_command('SECKILL.RESERVE', 'f:{1}', 'u5')[0], 'RESERVED')
     env.assertEqual(replica.execute_command('WAIT', 1, 10000), 1)
     env.assertEqual(digest(master), digest(replica))
+    # The old master leads again, so the environment can be flushed.
+    master.execute_command('REPLICAOF', 'NO', 'ONE')
 
 
 # --------------------------------------------------------------- restarts

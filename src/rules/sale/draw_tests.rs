@@ -12,7 +12,7 @@ use crate::rules::effect::Effect;
 const END: u64 = 1000;
 
 fn config(total: u64, limit: u64, hold_ms: u64, seed: Seed) -> SaleConfig {
-    SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: END, stream: None, tag: 0x2a, split: None, draw: Some(seed) }
+    SaleConfig { limit, hold_ms, end_ms: END, tag: 0x2a, draw: Some(seed), ..SaleConfig::plain(total, 3) }
 }
 
 fn seed_of(n: u64) -> Seed {
@@ -60,7 +60,7 @@ impl Pair {
     }
 
     fn promote(&mut self, now: u64) -> usize {
-        let recs = self.master.promote_step(4, now);
+        let recs = self.master.promote_step(4, now, || crate::rules::fence::id(b'0'));
         let n = recs.len();
         if n > 0 {
             self.replay(&Effect::Promoted(recs));
@@ -426,7 +426,7 @@ fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
     for id in ids {
         s.release(&id, State::Released);
         let t = Instant::now();
-        s.promote_step(128, END);
+        s.promote_step(128, END, || crate::rules::fence::id(b'0'));
         promotions.push(t.elapsed().as_nanos() as u64);
     }
     (enters, draws, promotions, per_entrant)
