@@ -478,6 +478,9 @@ mod tests {
         let split = a.sale.split.unwrap();
         assert_eq!((&*split.round, split.peers.len(), &*split.peers[0]), (&b"r1"[..], 3, &b"p0"[..]));
         assert!(split.declares(b"p2") && !split.declares(b"p3") && a.replace);
+        assert!(!parse_init(b"k", &[b"10"]).unwrap().fence);
+        let a = parse_init(b"k", &[b"10", b"fence", b"LIMIT", b"2", b"DRAW", b"END", b"9"]).unwrap();
+        assert!(a.fence && a.sale.draw.is_some() && a.sale.fence.is_none(), "the master records the id");
     }
 
     #[test]
@@ -497,6 +500,7 @@ mod tests {
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"2", b"a", b"a"])).contains("twice"));
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"", b"1", b"a"])).contains("round"));
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"1025"])).contains("SPLIT peer count"));
+        assert_eq!(msg(parse_init(b"k", &[b"10", b"FENCE", b"LIMIT", b"2", b"Fence"])), "ERR option FENCE given twice");
     }
 
     #[test]
