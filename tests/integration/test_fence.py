@@ -16,8 +16,8 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import (FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, as_dict, digest, digest_value, info,
-                             reconcile, restart_from_aof, server_ms, wait_for)
+from seckill_helpers import (FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, aof_files, as_dict, digest, digest_value,
+                             info, reconcile, restart_from_aof, server_ms, wait_aof_rewrite, wait_for)
 
 FENCE_FIELDS = REPORT_FIELDS + ['fence']
 DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed']
@@ -328,6 +328,36 @@ def test_aof_restart_keeps_the_fence():
 def test_aof_rewrite_restart_keeps_the_fence():
     env, _ = _env(useAof=True, useRdbPreamble=False)
     _restart_keeps_the_fence(env, lambda e: restart_from_aof(e, rewrite=True))
+
+
+def _aof_bytes(c, kind):
+    data = b''
+    for path in aof_files(c, kind):
+        with open(path, 'rb') as f:
+            data += f.read()
+    return data
+
+
+def test_effects_carry_the_recorded_id():
+    """Module only: INIT's effect ends with FENCE <replid> and UNFENCE
+    replicates as UNFENCE <replid>, the master's id explicit; an AOF
+    rewrite emits the INIT form with the id recorded last."""
+    env, c = _env(useAof=True, useRdbPreamble=False)
+    c.execute_command('SECKILL.INIT', 'f:{1}', 10, 'FENCE')
+    first = _replid(c).encode()
+    env.assertContains(b'FENCE\r\n$40\r\n' + first, _aof_bytes(c, 'i'))
+    restart_from_aof(env, rewrite=False)
+    c = env.getConnection()
+    env.assertEqual(_fence(c, 'f:{1}'), 'fenced')
+    env.assertEqual(c.execute_command('SECKILL.UNFENCE', 'f:{1}'), 'UNFENCED')
+    second = _replid(c).encode()
+    env.assertNotEqual(second, first)
+    env.assertContains(b'UNFENCE\r\n$40\r\n' + second, _aof_bytes(c, 'i'))
+    c.execute_command('BGREWRITEAOF')
+    env.assertTrue(wait_aof_rewrite(c))
+    base = _aof_bytes(c, 'b')
+    env.assertContains(b'FENCE\r\n$40\r\n' + second, base)
+    env.assertNotContains(first, base)
 
 
 def test_debug_reload_keeps_the_id():
