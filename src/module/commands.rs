@@ -374,8 +374,7 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
     // Before any write (lazy expiry included): a refused call writes
     // nothing. A plain sale pays one `Option` check here.
     if sale.fenced(node::replid) {
-        stats::FENCED.add(1);
-        return Reply::status_id_count(ctx, c"FENCED", None, sale.remaining());
+        return fenced_reserve(ctx, sale);
     }
     let stream = sale_stream(ctx, name, sale)?;
     // A sold-out sale without window or holds answers without the clock.
@@ -400,6 +399,14 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
         };
         Reply::status_id_count(ctx, status, id, sale.remaining())
     })
+}
+
+/// RESERVE's reply on a fenced sale: out of RESERVE's hot path.
+#[cold]
+#[inline(never)]
+fn fenced_reserve(ctx: &Context, sale: &Sale) -> RedisResult {
+    stats::FENCED.add(1);
+    Reply::status_id_count(ctx, c"FENCED", None, sale.remaining())
 }
 
 fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
