@@ -45,6 +45,7 @@ use proptest::test_runner::Config as PtConfig;
 
 use crate::rules::buckets::Buckets;
 use crate::rules::effect::Effect;
+use crate::rules::fence::{ReplId, UnfenceOutcome};
 use crate::rules::reconcile::{reconcile_orders, Order, OrdersReport};
 use crate::rules::report::Report;
 use crate::rules::reservation::{valid_id, Reservation, State};
@@ -85,6 +86,15 @@ enum Cmd {
     Send { peer: usize, qty: u64, min: u64, tid: usize },
     /// RECV PEERS[peer] sent_total
     Recv { peer: usize, sent_total: u64 },
+    /// The server's replication id changes (a promotion, a restart).
+    Failover,
+    /// UNFENCE.
+    Unfence,
+}
+
+/// The server's replication id after `n` failovers.
+fn server_id(n: u8) -> ReplId {
+    crate::rules::fence::id(b"0123456789abcdef"[usize::from(n % 16)])
 }
 
 const PEERS: [&[u8]; 2] = [b"sale:{p0}", b"sale:{p1}"];
@@ -97,14 +107,14 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
         prop_oneof![Just(0u64), 1u64..=60],
         0u64..=40,
         prop_oneof![Just(None), (1u64..=300).prop_map(Some)],
-        any::<u32>(),
+        (any::<u32>(), any::<bool>()),
         prop_oneof![
             3 => Just(None),
             1 => option::of(1u64..=100)
                 .prop_map(|m| Some(StreamConfig { key: b"sale:{1}:events".to_vec().into(), maxlen: m, owner: b"sale:{1}".to_vec().into() })),
         ],
     )
-        .prop_map(|(total, shards, limit, hold_ms, start_ms, len, tag, stream)| SaleConfig {
+        .prop_map(|(total, shards, limit, hold_ms, start_ms, len, (tag, fence), stream)| SaleConfig {
             total,
             shards,
             limit,
@@ -118,6 +128,8 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // refusals are unit-tested in transfers.rs.
             split: Some(crate::rules::config::SplitConfig::new(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
             draw: None,
+            // Half the sales are FENCE sales, created where the id is server_id(0).
+            fence: fence.then(|| server_id(0)),
         })
 }
 
@@ -132,6 +144,8 @@ fn cmd_strategy() -> impl Strategy<Value = Cmd> {
             .prop_map(|(orders, apply, expire)| Cmd::Reconcile { orders, apply, expire }),
         1 => (0..2usize, 1u64..=8, 1u64..=4, 0..6usize).prop_map(|(peer, qty, min, tid)| Cmd::Send { peer, qty, min, tid }),
         1 => (0..2usize, 0u64..=16).prop_map(|(peer, sent_total)| Cmd::Recv { peer, sent_total }),
+        1 => Just(Cmd::Failover),
+        1 => Just(Cmd::Unfence),
     ]
 }
 
@@ -435,7 +449,12 @@ fn derived(s: &Sale) -> Derived {
         }
         probes.push(s.decide_reserve(u, c.limit, None, c.start_ms));
     }
-    Derived { report: Report::of(s), next_deadline: s.next_deadline(), due: s.due_holds(u64::MAX, usize::MAX), probes }
+    Derived {
+        report: Report::of(s, || crate::rules::fence::id(b'0')),
+        next_deadline: s.next_deadline(),
+        due: s.due_holds(u64::MAX, usize::MAX),
+        probes,
+    }
 }
 
 /// The invariant and the bucket rules, from the public view only.
@@ -672,6 +691,10 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
     let mut m = Master { sale: Sale::new(cfg.clone()), replica: Sale::new(replica_cfg), effects: vec![init] };
     let mut snapshots = vec![m.sale.clone()];
     let mut now = 0u64;
+    // The server's replication id (`node::replid`), and whether the model
+    // says the sale is fenced there: it recorded another one.
+    let mut failovers = 0u8;
+    let fenced = |model: &Model, failovers: u8| model.cfg.fence.is_some_and(|r| r != server_id(failovers));
     check_against_model(&model, &m.sale, 0);
     for (step, (dt, cmd)) in steps.iter().enumerate() {
         let step = step + 1;
@@ -682,6 +705,16 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let reqid = reqid.map(|k| reqid_name(cfg.tag, k));
                 if *qty > cfg.limit {
                     // ERR QTY is above the sale's LIMIT: refused before anything.
+                    if full {
+                        check_against_model(&model, &m.sale, step);
+                    }
+                    snapshots.push(m.sale.clone());
+                    continue;
+                }
+                // commands::reserve: FENCED before anything changes, lazy
+                // expiry included.
+                assert_eq!(m.sale.fenced(|| server_id(failovers)), fenced(&model, failovers), "step {step}: fenced");
+                if fenced(&model, failovers) {
                     if full {
                         check_against_model(&model, &m.sale, step);
                     }
@@ -800,8 +833,14 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 );
             }
             Cmd::Send { peer, qty, min, tid } => {
-                // commands::send: lazy expiry, decide, commit.
+                // commands::send: refused while fenced, else lazy expiry,
+                // decide, commit.
                 let (peer, tid) = (PEERS[*peer], format!("t{tid}").into_bytes());
+                if m.sale.fenced(|| server_id(failovers)) {
+                    assert!(fenced(&model, failovers), "step {step}: SEND refused on a sale the model has not fenced");
+                    snapshots.push(m.sale.clone());
+                    continue;
+                }
                 assert_eq!(m.expire_due(now), model.expire_due(now), "step {step}: expired holds");
                 let taken = match m.sale.decide_send(*qty, *min, &tid) {
                     SendDecision::Take(takes) => {
@@ -829,6 +868,27 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let got = (credit, m.sale.transfer_counters(peer).received, m.sale.remaining());
                 let want = model.recv(peer, *sent_total);
                 assert_eq!(got, (want.0, want.1, model.remaining()), "step {step}: RECV reply");
+            }
+            Cmd::Failover => failovers = failovers.wrapping_add(1),
+            Cmd::Unfence => {
+                // commands::unfence: a fenced sale writes (lazy expiry, then
+                // the effect with the current id); anything else changes nothing.
+                let current = server_id(failovers);
+                let before = m.sale.clone();
+                match m.sale.decide_unfence(&current) {
+                    UnfenceOutcome::Unfenced => {
+                        assert!(fenced(&model, failovers), "step {step}: UNFENCED a sale the model has not fenced");
+                        assert_eq!(m.expire_due(now), model.expire_due(now), "step {step}: expired holds");
+                        m.commit(Effect::Unfence(current));
+                        model.cfg.fence = Some(current);
+                        assert!(!m.sale.fenced(|| current), "step {step}: still fenced after UNFENCE");
+                    }
+                    UnfenceOutcome::NotFenced => {
+                        assert!(!fenced(&model, failovers), "step {step}: NOT_FENCED on a fenced sale");
+                        assert!(m.sale == before, "step {step}: NOT_FENCED changed the sale");
+                    }
+                }
+                assert_eq!(m.sale.config().fence, model.cfg.fence, "step {step}: recorded id");
             }
         }
         if full {
@@ -1410,7 +1470,7 @@ proptest! {
 // ---------------------------------------------------------------------------
 
 fn plain(total: u64, shards: u32, limit: u64, hold_ms: u64) -> SaleConfig {
-    SaleConfig { total, shards, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None, draw: None }
+    SaleConfig { limit, hold_ms, tag: 0x2a, ..SaleConfig::plain(total, shards) }
 }
 
 #[test]

@@ -21,6 +21,7 @@ fn sample_sale() -> Sale {
         tag: 0xabcd,
         split: None,
         draw: None,
+        fence: None,
     });
     for (i, user) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
         if let Ok(rec) = sale.accept_reserve(user, 2, None, 1000 + i as u64) {

@@ -27,7 +27,7 @@ enum Keys {
 /// the sale (INIT ... REPLACE frees every record, RECONCILE walks the
 /// ledger). EFFECT, which only the replication link and loading run, is
 /// `admin dangerous` and not `write`: `+@write` must not grant it.
-const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 13] = [
+const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 14] = [
     (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE).", c"write slow"),
     (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user.", c"write fast"),
     (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation.", c"write fast"),
@@ -51,6 +51,8 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 13] = [
     (c"seckill.enter", -3, Keys::Sale { write: true }, c"Register a user for a draw sale.", c"write fast"),
     (c"seckill.draw", -2, Keys::Sale { write: true }, c"Draw winners of a draw sale, COUNT at a time.", c"write slow"),
     (c"seckill.entrants", -3, Keys::Sale { write: false }, c"Page through a draw sale's entrants.", c"read slow"),
+    // The fence (after a failover or restart): lifted once the ledger is applied.
+    (c"seckill.unfence", 2, Keys::Sale { write: true }, c"Lift a sale's fence: record the server's replication id.", c"write fast"),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {

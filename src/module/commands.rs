@@ -12,12 +12,13 @@ use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, R
 
 use crate::module::commit::{Committer, DueHolds, Origin, Writer};
 use crate::module::datatype::SALE_TYPE;
-use crate::module::node::now_ms;
+use crate::module::node::{self, now_ms};
 use crate::module::rawapi;
 use crate::module::reply::Reply;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
 use crate::rules::effect::Effect;
+use crate::rules::fence::UnfenceOutcome;
 use crate::rules::reconcile::reconcile_orders;
 use crate::rules::report::Report;
 use crate::rules::reservation::State;
@@ -139,6 +140,47 @@ commands! {
     c"seckill.enter" => enter, c"write deny-oom";
     c"seckill.draw" => draw, c"write deny-oom";
     c"seckill.entrants" => entrants, c"readonly";
+    c"seckill.unfence" => unfence, c"write";
+}
+
+/// DRAW's and SEND's error on a fenced sale (`rules::fence`).
+const FENCED: &str = "FENCED the sale is fenced since a failover or restart: reconcile it with the order ledger, then SECKILL.UNFENCE";
+
+/// A call that would move stock out of a fenced sale (DRAW, SEND) is
+/// refused before anything changes.
+fn check_fence(sale: &Sale) -> Result<(), RedisError> {
+    if sale.fenced(node::replid) {
+        stats::FENCED.add(1);
+        return Err(RedisError::Str(FENCED));
+    }
+    Ok(())
+}
+
+/// SECKILL.UNFENCE key -> UNFENCED | NOT_FENCED | NO_SALE. A fenced sale
+/// records the server's current replication id (one effect, `UNFENCE
+/// <replid>`); anything else changes nothing.
+fn unfence(ctx: &Context, call: &Call) -> RedisResult {
+    let name = call.key;
+    if call.argv.len() != 2 {
+        return Err(RedisError::WrongArity);
+    }
+    let key = ctx.open_key_writable(name);
+    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
+        return Reply::Simple(c"NO_SALE").done(ctx);
+    };
+    // Read afresh: the id recorded is the server's, whatever the cache held.
+    let current = node::refresh_replid(ctx);
+    let outcome = sale.decide_unfence(&current);
+    if outcome == UnfenceOutcome::Unfenced {
+        let now = now_ms();
+        let stream = due_stream(ctx, name, sale, now)?;
+        let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
+        // A write like any other: due holds first; then the waitlist gets
+        // the units that came back while the sale was fenced.
+        c.write(sale, Some(DueHolds::lazy(now)), |w, sale| w.commit(sale, &Effect::Unfence(current)).map_err(internal))?;
+        stats::UNFENCED.add(1);
+    }
+    Reply::Simple(outcome.word()).done(ctx)
 }
 
 const NOT_DRAW: &str = "ERR the sale is not a draw sale (INIT ... DRAW)";
@@ -155,6 +197,10 @@ fn enter(ctx: &Context, call: &Call) -> RedisResult {
         return Err(RedisError::Str(NOT_DRAW));
     }
     check_qty(sale, a.qty)?;
+    if sale.fenced(node::replid) {
+        stats::FENCED.add(1);
+        return Reply::status_count(ctx, c"FENCED", sale.entrant_count() as u64);
+    }
     let now = now_ms();
     let status = match sale.decide_enter(a.user, a.qty, a.reqid, now) {
         Ok(entrant) => {
@@ -187,6 +233,7 @@ fn draw(ctx: &Context, call: &Call) -> RedisResult {
     if !sale.is_draw() {
         return Err(RedisError::Str(NOT_DRAW));
     }
+    check_fence(sale)?;
     let now = now_ms();
     if now < sale.config().end_ms {
         return Err(RedisError::Str("ERR registration is open until END: DRAW runs after it"));
@@ -277,7 +324,9 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut seed);
         seed
     });
-    c.init(&key, SaleConfig { tag: rand::random(), draw, ..a.sale }, before)?;
+    // A FENCE sale records the server's replication id, read afresh.
+    let fence = a.fence.then(|| node::refresh_replid(ctx));
+    c.init(&key, SaleConfig { tag: rand::random(), draw, fence, ..a.sale }, before)?;
     drop(key);
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.
@@ -322,6 +371,11 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
         return Reply::status_id_count(ctx, c"DRAW", None, sale.remaining());
     }
     check_qty(sale, a.qty)?;
+    // Before any write (lazy expiry included): a refused call writes
+    // nothing. A plain sale pays one `Option` check here.
+    if sale.fenced(node::replid) {
+        return fenced_reserve(ctx, sale);
+    }
     let stream = sale_stream(ctx, name, sale)?;
     // A sold-out sale without window or holds answers without the clock.
     let now = if sale.clock_matters(a.qty) { now_ms() } else { 0 };
@@ -345,6 +399,14 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
         };
         Reply::status_id_count(ctx, status, id, sale.remaining())
     })
+}
+
+/// RESERVE's reply on a fenced sale: out of RESERVE's hot path.
+#[cold]
+#[inline(never)]
+fn fenced_reserve(ctx: &Context, sale: &Sale) -> RedisResult {
+    stats::FENCED.add(1);
+    Reply::status_id_count(ctx, c"FENCED", None, sale.remaining())
 }
 
 fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
@@ -456,7 +518,7 @@ fn reconcile(ctx: &Context, call: &Call) -> RedisResult {
             None => Ok(orders),
         }
     })?;
-    let mut doc = Report::of(sale).doc();
+    let mut doc = Report::of(sale, node::replid).doc();
     if let Some(o) = orders {
         o.extend(&mut doc);
     }
@@ -473,7 +535,7 @@ fn info(ctx: &Context, call: &Call) -> RedisResult {
     let key = ctx.open_key(name);
     match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
         None => Reply::Null.done(ctx),
-        Some(sale) => Reply::doc(Report::of(sale).doc(), format).done(ctx),
+        Some(sale) => Reply::doc(Report::of(sale, node::replid).doc(), format).done(ctx),
     }
 }
 
@@ -614,6 +676,7 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
         return Reply::Null.done(ctx);
     };
     check_transfer(sale, a.peer, a.round)?;
+    check_fence(sale)?;
     let now = now_ms();
     let stream = due_stream(ctx, name, sale, now)?;
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };

@@ -192,7 +192,7 @@ impl<'a> Committer<'a> {
     #[inline(never)]
     fn promote_now(&self, sale: &mut Sale, due: DueHolds) {
         let had_holds = sale.next_deadline().is_some();
-        let promoted = sale.promote_step(due.max, due.now);
+        let promoted = sale.promote_step(due.max, due.now, crate::module::node::replid);
         let n = promoted.len();
         if n == 0 {
             return;

@@ -14,7 +14,7 @@ use crate::wire::effect_args::{EffectArgs, EFFECT_COMMAND};
 use crate::wire::encoding;
 
 /// Bumped with the persisted format; `encoding` reads every older version.
-pub const ENCODING_VERSION: i32 = 4;
+pub const ENCODING_VERSION: i32 = 5;
 
 /// Records per SECKILL.EFFECT command in an AOF rewrite.
 const AOF_BATCH: usize = 64;

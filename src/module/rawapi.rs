@@ -349,3 +349,41 @@ pub fn on_atomic_slot_migration(ctx: &Context, callback: fn(SlotMigration, &[(u1
     let event = raw::RedisModuleEvent { id: EVENT, dataver: 1 };
     raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
 }
+
+/// Calls `callback` after each server event that can change the server's
+/// replication id: a role change (a replica promoted, a master made a
+/// replica), a replica attached or gone (a master's first replica makes
+/// its backlog with a new id), the master link up or down (a replica takes
+/// its master's id), and the end of a load (a restart, a replica's full
+/// sync). Returns whether every subscription was taken.
+pub fn on_replication_events(ctx: &Context, callback: fn(&Context)) -> bool {
+    static CALLBACK: std::sync::OnceLock<fn(&Context)> = std::sync::OnceLock::new();
+    unsafe extern "C" fn trampoline(
+        ctx: *mut raw::RedisModuleCtx,
+        eid: raw::RedisModuleEvent,
+        subevent: u64,
+        _data: *mut std::os::raw::c_void,
+    ) {
+        // A load that starts changes nothing yet.
+        if eid.id == raw::REDISMODULE_EVENT_LOADING && subevent != raw::REDISMODULE_SUBEVENT_LOADING_ENDED {
+            return;
+        }
+        if let Some(cb) = CALLBACK.get() {
+            let context = Context::new(ctx);
+            // Nothing may unwind into the server.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&context)));
+        }
+    }
+    let _ = CALLBACK.set(callback);
+    [
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
+    ]
+    .into_iter()
+    .all(|id| {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+    })
+}

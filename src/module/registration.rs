@@ -61,6 +61,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, crate::module::schedules::on_slot_migration) {
         ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
     }
+    // The fence's current id (`node::replid`): read now, and again after
+    // each event that can change it.
+    crate::module::node::refresh_replid(ctx);
+    if !crate::module::rawapi::on_replication_events(ctx, crate::module::node::on_replication_event) {
+        ctx.log_warning("seckill: could not subscribe to replication events (the fence needs them)");
+        return Status::Err;
+    }
     crate::module::expiry::start(ctx);
     Status::Ok
 }

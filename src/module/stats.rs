@@ -68,7 +68,12 @@ pub static RESERVE_DRAW: Counter = Counter::new("reserve_draw");
 pub static DRAWN: Counter = Counter::new("draw_winners");
 pub static PROMOTED: Counter = Counter::new("waitlist_promoted");
 
-static ALL: [&Counter; 33] = [
+/// Calls refused because their FENCE sale is fenced (RESERVE, ENTER,
+/// DRAW, SEND), and UNFENCEs that lifted a fence.
+pub static FENCED: Counter = Counter::new("fenced_refused");
+pub static UNFENCED: Counter = Counter::new("unfence_unfenced");
+
+static ALL: [&Counter; 35] = [
     &INIT_CREATED,
     &INIT_EXISTS,
     &RESERVED,
@@ -102,6 +107,8 @@ static ALL: [&Counter; 33] = [
     &RESERVE_DRAW,
     &DRAWN,
     &PROMOTED,
+    &FENCED,
+    &UNFENCED,
 ];
 
 /// The `INFO seckill` section (Redis prefixes each field with `seckill_`).

@@ -2,6 +2,7 @@
 //! arguments, the INIT effect and the RDB payload are all checked by
 //! `SaleConfig::check`, against the same bounds.
 
+use crate::rules::fence::ReplId;
 use crate::rules::reservation::valid_id;
 
 pub const MAX_TOTAL: u64 = 1_000_000_000_000_000;
@@ -102,6 +103,10 @@ pub struct SaleConfig {
     /// A draw sale's secret seed (`INIT ... DRAW`), drawn on the master:
     /// replicas and the AOF get it inside INIT's effect.
     pub draw: Option<[u8; 32]>,
+    /// A FENCE sale's recorded replication id (`rules::fence`): the
+    /// master's at INIT and at each UNFENCE, carried inside the effects.
+    /// `None`: a sale without FENCE, which never asks for the current id.
+    pub fence: Option<ReplId>,
 }
 
 impl SplitConfig {
@@ -132,6 +137,25 @@ impl SplitConfig {
 }
 
 impl SaleConfig {
+    /// A sale of `total` units in `shards` buckets with INIT's defaults:
+    /// LIMIT 1, no HOLD, no window, tag 0, and none of the options that
+    /// add state (STREAM, SPLIT, DRAW, FENCE).
+    pub fn plain(total: u64, shards: u32) -> SaleConfig {
+        SaleConfig {
+            total,
+            shards,
+            limit: 1,
+            hold_ms: 0,
+            start_ms: 0,
+            end_ms: OPEN_END,
+            stream: None,
+            tag: 0,
+            split: None,
+            draw: None,
+            fence: None,
+        }
+    }
+
     /// Every rule a configuration must meet, whoever made it: INIT, an INIT
     /// effect (replication, AOF) or an RDB payload. `tag` takes any value.
     pub fn check(&self) -> Result<(), ConfigError> {
@@ -172,18 +196,7 @@ mod tests {
     use super::*;
 
     fn plain() -> SaleConfig {
-        SaleConfig {
-            total: 10,
-            shards: 1,
-            limit: 1,
-            hold_ms: 0,
-            start_ms: 0,
-            end_ms: OPEN_END,
-            stream: None,
-            tag: 0,
-            split: None,
-            draw: None,
-        }
+        SaleConfig::plain(10, 1)
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! serve all three.
 
 use crate::rules::buckets::Take;
+use crate::rules::fence::ReplId;
 use crate::rules::reservation::{Reservation, State};
 use crate::rules::sale::{EffectError, EntrantRec, Sale, SaleConfig};
 use crate::rules::transfers::Counters;
@@ -64,6 +65,9 @@ pub enum Effect {
         stock: Option<u64>,
         examined: u32,
     },
+    /// SECKILL.UNFENCE: the sale records this replication id (the
+    /// master's), explicit so that no replica or replay reads its own.
+    Unfence(ReplId),
 }
 
 /// What a write's effect means for notifications and the stream.
@@ -133,6 +137,7 @@ impl Effect {
             Effect::Drawn { stock, examined, records } => sale.apply_drawn(*stock, *examined, records),
             Effect::Promoted(records) => sale.apply_promoted(records),
             Effect::DrawProgress { stock, examined } => sale.restore_draw(*stock, *examined),
+            Effect::Unfence(id) => sale.unfence(*id),
         }
     }
 
@@ -168,7 +173,8 @@ impl Effect {
             | Effect::Recv { .. }
             | Effect::Transfers { .. }
             | Effect::Entrants(_)
-            | Effect::DrawProgress { .. } => {}
+            | Effect::DrawProgress { .. }
+            | Effect::Unfence(_) => {}
             Effect::Drawn { records, .. } | Effect::Promoted(records) => records.iter().for_each(|r| f(Event::Reserved, &r.id)),
             Effect::Records(recs) => recs.iter().for_each(|r| {
                 let ev = match r.state {
@@ -321,6 +327,7 @@ mod tests {
             tag: 1,
             split: None,
             draw: None,
+            fence: None,
         })
     }
 

@@ -5,6 +5,7 @@ pub mod buckets;
 pub mod config;
 pub mod digits;
 pub mod effect;
+pub mod fence;
 pub mod outcome;
 pub mod reconcile;
 pub mod report;

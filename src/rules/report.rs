@@ -5,6 +5,7 @@ use std::ffi::CStr;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::rules::fence::ReplId;
 use crate::rules::sale::Sale;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +25,9 @@ pub struct Report {
     pub transfers: Option<TransferReport>,
     /// A draw sale's fields (`INIT ... DRAW`); other sales have none.
     pub draw: Option<crate::rules::sale::DrawReport>,
+    /// A FENCE sale's `fence` field, last: whether it is fenced. Other
+    /// sales have none (their report is unchanged).
+    pub fenced: Option<bool>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,7 +64,9 @@ impl TransferReport {
 }
 
 impl Report {
-    pub fn of(sale: &Sale) -> Report {
+    /// The report of `sale` on a server whose replication id `current`
+    /// gives (asked only for a FENCE sale).
+    pub fn of(sale: &Sale, current: impl FnOnce() -> ReplId) -> Report {
         let t = sale.tally();
         Report {
             total: sale.config().total,
@@ -75,6 +81,7 @@ impl Report {
             invariant_ok: sale.invariant_holds(),
             transfers: TransferReport::of(sale),
             draw: sale.draw_report(),
+            fenced: sale.config().fence.is_some().then(|| sale.fenced(current)),
         }
     }
 }
@@ -142,6 +149,9 @@ impl Report {
                 ("seed_commitment", Value::Text(hex(&d.seed_commitment))),
                 ("seed", d.seed.map_or(Value::Null, |s| Value::Text(hex(&s)))),
             ]);
+        }
+        if let Some(fenced) = self.fenced {
+            fields.push(("fence", Value::Word(if fenced { c"fenced" } else { c"clear" })));
         }
         Doc(fields)
     }
@@ -227,19 +237,20 @@ mod tests {
             tag: 1,
             split: None,
             draw: None,
+            fence: None,
         });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
         s.add_record(rec.as_new()).unwrap();
-        let json: serde_json::Value = serde_json::from_slice(&Report::of(&s).doc().to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&Report::of(&s, || crate::rules::fence::id(b'0')).doc().to_json()).unwrap();
         assert_eq!(json["remaining"], 8);
         assert_eq!(json["shards"], serde_json::json!(s.buckets().remaining()));
         assert_eq!(json["shards"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum::<u64>(), 8);
         assert_eq!(json["invariant"], "ok");
-        let text = String::from_utf8(Report::of(&s).doc().to_json()).unwrap();
+        let text = String::from_utf8(Report::of(&s, || crate::rules::fence::id(b'0')).doc().to_json()).unwrap();
         assert!(text.starts_with(r#"{"total":10,"remaining":8,"pending":2,"#), "{text}");
         let get: serde_json::Value = serde_json::from_slice(&reservation_doc(&s.get(b"o1").unwrap()).to_json()).unwrap();
         assert_eq!(get, serde_json::json!({"user": "user-ü", "qty": 2, "state": "pending", "created_ms": 5, "deadline_ms": 0}));
-        let mut doc = Report::of(&s).doc();
+        let mut doc = Report::of(&s, || crate::rules::fence::id(b'0')).doc();
         crate::rules::reconcile::OrdersReport { ok: 1, pending: vec![b"p".to_vec().into()], ..Default::default() }.extend(&mut doc);
         let json: serde_json::Value = serde_json::from_slice(&doc.to_json()).unwrap();
         assert_eq!((json["orders_ok"].clone(), json["orders_pending_ids"].clone()), (serde_json::json!(1), serde_json::json!(["p"])));

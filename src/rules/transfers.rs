@@ -266,11 +266,11 @@ mod tests {
     use super::*;
     use crate::rules::effect::Effect;
     use crate::rules::reservation::State;
-    use crate::rules::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL, OPEN_END};
+    use crate::rules::sale::{Sale, SaleConfig, TransferRefusal, MAX_TOTAL};
     use crate::wire::encoding::{decode, encode};
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
-        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None, draw: None }
+        SaleConfig { limit: 5, tag: 9, ..SaleConfig::plain(total, shards) }
     }
 
     /// A part of a split sale in round `r1` whose peers are `p` and `q`.

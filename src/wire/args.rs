@@ -2,7 +2,7 @@
 //! slices, so it is unit-tested and fuzzed without Redis. Every argument is
 //! checked here, before a command touches its key.
 
-use crate::rules::config::{self, Bound, ConfigError, SaleConfig, SplitConfig, StreamConfig, MAX_ROUND, MAX_TOTAL, OPEN_END};
+use crate::rules::config::{self, Bound, ConfigError, SaleConfig, SplitConfig, StreamConfig, MAX_ROUND, MAX_TOTAL};
 use crate::rules::reconcile::Order;
 use crate::rules::reservation::valid_id;
 use crate::rules::slot::key_slot;
@@ -152,6 +152,8 @@ pub struct InitArgs {
     pub sale: SaleConfig,
     pub ttl_s: Option<u64>,
     pub replace: bool,
+    /// `FENCE`: the master records its replication id in `sale.fence`.
+    pub fence: bool,
 }
 
 /// Ten years: a TTL past this is a mistake, and it keeps `now + ttl` in range.
@@ -164,14 +166,14 @@ impl From<ConfigError> for ArgError {
 }
 
 /// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
-/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE]`;
+/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [DRAW] [FENCE]
+/// [REPLACE]`;
 /// `args` starts after the key.
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
     let (total, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let total = parse_u64(config::TOTAL.name, total, config::TOTAL.min, config::TOTAL.max)?;
-    let mut sale =
-        SaleConfig { total, shards: 1, limit: 1, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0, split: None, draw: None };
-    let (mut ttl_s, mut replace) = (None, false);
+    let mut sale = SaleConfig::plain(total, 1);
+    let (mut ttl_s, mut replace, mut fence) = (None, false, false);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
         match option_word(word).as_deref() {
@@ -207,6 +209,11 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
                 o.once("DRAW")?;
                 sale.draw = Some([0; 32]);
             }
+            Some("FENCE") => {
+                // The id is the master's to record (`commands::init`).
+                o.once("FENCE")?;
+                fence = true;
+            }
             _ => return unknown_option(word),
         }
     }
@@ -220,7 +227,7 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
             return err("ERR STREAM key must hash to the sale key's slot: give both one hash tag, as sale:{1001} and sale:{1001}:events");
         }
     }
-    Ok(InitArgs { sale, ttl_s, replace })
+    Ok(InitArgs { sale, ttl_s, replace, fence })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -471,6 +478,9 @@ mod tests {
         let split = a.sale.split.unwrap();
         assert_eq!((&*split.round, split.peers.len(), &*split.peers[0]), (&b"r1"[..], 3, &b"p0"[..]));
         assert!(split.declares(b"p2") && !split.declares(b"p3") && a.replace);
+        assert!(!parse_init(b"k", &[b"10"]).unwrap().fence);
+        let a = parse_init(b"k", &[b"10", b"fence", b"LIMIT", b"2", b"DRAW", b"END", b"9"]).unwrap();
+        assert!(a.fence && a.sale.draw.is_some() && a.sale.fence.is_none(), "the master records the id");
     }
 
     #[test]
@@ -490,6 +500,7 @@ mod tests {
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"2", b"a", b"a"])).contains("twice"));
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"", b"1", b"a"])).contains("round"));
         assert!(msg(parse_init(b"k", &[b"10", b"SPLIT", b"r", b"1025"])).contains("SPLIT peer count"));
+        assert_eq!(msg(parse_init(b"k", &[b"10", b"FENCE", b"LIMIT", b"2", b"Fence"])), "ERR option FENCE given twice");
     }
 
     #[test]

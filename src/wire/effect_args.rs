@@ -5,6 +5,7 @@
 use crate::rules::buckets::Take;
 pub use crate::rules::digits::Digits;
 use crate::rules::effect::{single_record, Effect};
+use crate::rules::fence::ReplId;
 use crate::rules::reservation::{NewRecord, Reservation, State};
 use crate::rules::sale::{EntrantRec, EntrantResult, SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
 use crate::rules::transfers::Counters;
@@ -45,7 +46,11 @@ impl EffectArgs for Effect {
                 if let Some(seed) = &c.draw {
                     out.extend([b"DRAW".to_vec(), crate::rules::sale::draw::hex(seed).into_vec()]);
                 }
+                if let Some(id) = &c.fence {
+                    out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
+                }
             }
+            Effect::Unfence(id) => out.extend([b"UNFENCE".to_vec(), id.as_bytes().to_vec()]),
             Effect::Records(recs) => {
                 if let Some((r, nums)) = single_record(self).and_then(|r| Some((r, pending_form(&r.as_new())?))) {
                     out.extend([b"PENDING".to_vec(), r.id.to_vec(), r.user.to_vec(), nums.as_bytes().to_vec()]);
@@ -159,6 +164,7 @@ impl EffectArgs for Effect {
                 Effect::DrawProgress { stock, examined }
             }
             b"PENDING" => Effect::Records(vec![r.pending()?]),
+            b"UNFENCE" => Effect::Unfence(r.replid()?),
             b"RELEASE" => Effect::Release(r.id()?),
             b"CONFIRM" => Effect::Confirm(r.id()?),
             b"EXPIRE" => {
@@ -342,6 +348,11 @@ impl<'a> Reader<'a> {
         crate::wire::args::parse_id("id", v).map(Into::into)
     }
 
+    /// A replication id: 40 lower-case hex digits.
+    fn replid(&mut self) -> ArgResult<ReplId> {
+        ReplId::parse(self.raw()?).ok_or_else(|| ArgError::Msg("ERR bad replication id in effect".into()))
+    }
+
     fn take(&mut self) -> ArgResult<Take> {
         let bucket = self.u64("bucket", 0, u64::from(MAX_SHARDS) - 1)? as u32;
         let qty = self.u64("take", 1, MAX_TOTAL)?;
@@ -407,10 +418,11 @@ impl<'a> Reader<'a> {
             None
         };
         let draw = if self.next_is(b"DRAW") { Some(parse_seed(self.raw()?)?) } else { None };
+        let fence = if self.next_is(b"FENCE") { Some(self.replid()?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
         config.check()?;
         Ok(config)
     }
@@ -499,9 +511,12 @@ mod tests {
             tag: 7,
             split: Some(SplitConfig::new(None, b"r9", &[b"b", b"a"]).unwrap()),
             draw: Some([0xa5; 32]),
+            fence: Some(crate::rules::fence::id(b'c')),
         };
         roundtrip(Effect::Init(SaleConfig { end_ms: 99, ..config.clone() }));
+        roundtrip(Effect::Init(SaleConfig { fence: None, end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, ..config }));
+        roundtrip(Effect::Unfence(crate::rules::fence::id(b'9')));
         let rec = |id: &[u8]| Reservation {
             id: id.into(),
             user: b"u1".to_vec().into(),
@@ -574,6 +589,17 @@ mod tests {
         assert!(Effect::parse(&[b"RECV", b"p", b"0", b"0", b"1"]).is_err());
         assert!(Effect::parse(&[b"RECV", b"p", b"18446744073709551616", b"0", b"1"]).is_err());
         assert!(Effect::parse(&[b"TRANSFERS", b"0"]).is_err());
+        let id = [b'a'; 40];
+        assert!(Effect::parse(&[b"UNFENCE"]).is_err());
+        assert!(Effect::parse(&[b"UNFENCE", &id[..39]]).is_err());
+        assert!(Effect::parse(&[b"UNFENCE", b"A123456789abcdef0123456789abcdef01234567"]).is_err());
+        assert!(Effect::parse(&[b"UNFENCE", &id, b"x"]).is_err());
+        let init: [&[u8]; 9] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"FENCE"];
+        assert!(Effect::parse(&init).is_err());
+        let init: [&[u8]; 10] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"FENCE", &id[..39]];
+        assert!(Effect::parse(&init).is_err());
+        let init: [&[u8]; 10] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"FENCE", &id];
+        assert!(matches!(Effect::parse(&init), Ok(Effect::Init(SaleConfig { fence: Some(_), .. }))));
         assert!(Effect::parse(&[b"TRANSFERS", b"1", b"1", b"2", b"p", b"0", b"0"]).is_err());
     }
 }

@@ -1,6 +1,10 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
+//! Version 5: as version 4, with the config ending in the fence flag after
+//! the draw flag (`0`, or `1` and the 40 bytes of the recorded replication
+//! id, `rules::fence`). Versions 1 to 4 (still read) load as sales without
+//! FENCE.
 //! Version 4: `version, config, bucket remainders, transfers, reservations,
 //! [draw]`; the config ends with the draw flag (`0`, or `1` and the 32
 //! seed bytes), and a draw sale's entrants and progress follow the
@@ -19,11 +23,12 @@
 //! corrupt payload is refused whole.
 
 use crate::rules::buckets::Take;
+use crate::rules::fence::ReplId;
 use crate::rules::reservation::{NewRecord, State};
 use crate::rules::sale::{EntrantRec, EntrantResult, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
 use crate::rules::transfers::Counters;
 
-pub const VERSION: u64 = 4;
+pub const VERSION: u64 = 5;
 
 /// Bucket allocations, peers and transfer ids, as stored.
 type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
@@ -63,6 +68,13 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
         Some(seed) => {
             put(&mut out, 1);
             out.extend_from_slice(seed);
+        }
+    }
+    match &c.fence {
+        None => put(&mut out, 0),
+        Some(id) => {
+            put(&mut out, 1);
+            out.extend_from_slice(id.as_bytes());
         }
     }
     for &r in sale.buckets().remaining() {
@@ -281,7 +293,8 @@ impl<'a> Reader<'a> {
         };
         let split = if version >= 3 { self.split()? } else { None };
         let draw = if version >= 4 { self.seed()? } else { None };
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw };
+        let fence = if version >= 5 { self.fence()? } else { None };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
         config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
         Ok(config)
     }
@@ -315,6 +328,20 @@ impl<'a> Reader<'a> {
                 Ok(Some(seed))
             }
             _ => Err(DecodeError("bad draw flag")),
+        }
+    }
+
+    /// The fence flag (version 5): `0`, or `1` and a replication id's 40
+    /// bytes (lower-case hex, as `ReplId` takes them).
+    fn fence(&mut self) -> Result<Option<ReplId>, DecodeError> {
+        match self.u64()? {
+            0 => Ok(None),
+            1 => {
+                let bytes = self.bytes.get(self.pos..self.pos + ReplId::LEN).ok_or(DecodeError("payload ends early"))?;
+                self.pos += ReplId::LEN;
+                ReplId::parse(bytes).map(Some).ok_or(DecodeError("bad replication id"))
+            }
+            _ => Err(DecodeError("bad fence flag")),
         }
     }
 
@@ -370,10 +397,9 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::sale::OPEN_END;
 
     fn plain(total: u64, shards: u32) -> SaleConfig {
-        SaleConfig { total, shards, limit: 5, hold_ms: 0, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 9, split: None, draw: None }
+        SaleConfig { limit: 5, tag: 9, ..SaleConfig::plain(total, shards) }
     }
 
     /// Version 1 (no transfers section) and version 2 (no stream owner, no
@@ -384,14 +410,18 @@ mod tests {
         let mut s = Sale::new(plain(10, 3));
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
-        let v3 = encode(&s);
+        let v5 = encode(&s);
         // A fresh plain sale's encoding ends with the split flag, the draw
-        // flag, the remainders (one byte each here), the transfers flag and
-        // the record count.
+        // flag, the fence flag, the remainders (one byte each here), the
+        // transfers flag and the record count.
         let fresh = encode(&Sale::new(plain(10, 3)));
-        let (split_flag, draw_flag, transfers_flag) = (fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
-        let v4 = v3;
-        assert_eq!((v4[0], v4[split_flag], v4[draw_flag], v4[transfers_flag]), (4, 0, 0, 0));
+        let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 8, fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
+        assert_eq!((v5[0], v5[split_flag], v5[draw_flag], v5[fence_flag], v5[transfers_flag]), (5, 0, 0, 0, 0));
+        let mut v4 = v5.clone();
+        v4[0] = 4;
+        v4.remove(fence_flag);
+        assert!(decode(&v4).unwrap() == s);
+        let transfers_flag = transfers_flag - 1;
         let mut v3 = v4.clone();
         v3[0] = 3;
         v3.remove(draw_flag);
@@ -406,7 +436,7 @@ mod tests {
         v1.remove(transfers_flag - 1);
         assert!(decode(&v1).unwrap() == s);
         let mut bad = v3.clone();
-        bad[0] = 5;
+        bad[0] = 6;
         assert!(decode(&bad).is_err());
         // A stream: version 2 had no owner.
         let stream = StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
@@ -416,9 +446,34 @@ mod tests {
         let mut v2: Vec<u8> = v4.clone();
         v2[0] = 2;
         v2.drain(owner_at..owner_at + 2);
-        v2.drain(owner_at..owner_at + 2); // the split and draw flags after it
+        v2.drain(owner_at..owner_at + 3); // the split, draw and fence flags after it
         assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
+    }
+
+    /// A FENCE sale keeps its recorded id; a bad id or flag is refused.
+    #[test]
+    fn the_recorded_id_is_kept() {
+        let id = crate::rules::fence::id(b'7');
+        let s = Sale::new(SaleConfig { fence: Some(id), ..plain(10, 1) });
+        let bytes = encode(&s);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.config().fence, Some(id));
+        assert!(back == s);
+        let at = bytes.windows(ReplId::LEN).position(|w| w == id.as_bytes()).unwrap();
+        assert_eq!(bytes[at - 1], 1, "the fence flag");
+        let mut upper = bytes.clone();
+        upper[at] = b'A';
+        assert_eq!(decode(&upper).map(|_| ()), Err(DecodeError("bad replication id")));
+        let mut flag = bytes.clone();
+        flag[at - 1] = 2;
+        assert!(decode(&flag).is_err());
+        assert!(decode(&bytes[..at + 10]).is_err());
+        // An older version has no fence.
+        let mut v4 = bytes.clone();
+        v4[0] = 4;
+        v4.drain(at - 1..at + ReplId::LEN);
+        assert_eq!(decode(&v4).unwrap().config().fence, None);
     }
 }

@@ -105,6 +105,8 @@ SKIPS = {
         'commands it runs (docs/managed-redis.md)',
     'test_acl:test_driver': "the ACL lines of the module's commands (docs/managed-redis.md)",
     'test_acl:test_acl_categories': "the module commands' ACL categories",
+    'test_fence:test_effects_carry_the_recorded_id':
+        "the module's SECKILL.EFFECT INIT ... FENCE and UNFENCE forms in the AOF",
     'test_atomic_migration:test_sale_moves_whole_while_buyers_keep_reserving':
         "the module's atomic slot migration (its own servers load the module)",
     'test_atomic_migration:test_target_state_at_cutover_is_the_source_state_and_back':
@@ -142,7 +144,7 @@ def clock_frozen_in_multi(conn):
 # Functions that do not write: sent with FCALL_RO.
 READ_ONLY = ('INFO', 'GET', 'ENTRANTS')
 COMMANDS = ('INIT', 'RESERVE', 'RELEASE', 'CONFIRM', 'RECONCILE', 'INFO', 'GET', 'SEND', 'RECV',
-            'ENTER', 'DRAW', 'ENTRANTS')
+            'ENTER', 'DRAW', 'ENTRANTS', 'UNFENCE')
 
 
 def _text(a):

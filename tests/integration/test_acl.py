@@ -1,6 +1,6 @@
 """The two ACL roles of docs/operations.md ("Who may do what"): a shop's front end
 (RESERVE, RELEASE, CONFIRM, INFO, GET) and the sale's driver / operator
-(also INIT, SEND, RECV, RECONCILE), both on `~sale:*`. Each user does what
+(also INIT, SEND, RECV, RECONCILE, DRAW, UNFENCE), both on `~sale:*`. Each user does what
 its role allows, gets NOPERM for everything else, and a refused command
 changes nothing (DEBUG DIGEST, the stream's length). Nobody but the
 replication link needs SECKILL.EFFECT, so neither role has it.
@@ -30,11 +30,11 @@ FRONT_END = ('ACL SETUSER shop reset on >shop-password ~sale:* '
 DRIVER = ('ACL SETUSER sale-driver reset on >driver-password ~sale:* '
           '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get '
           '+seckill.enter +seckill.entrants +seckill.init +seckill.send +seckill.recv +seckill.reconcile '
-          '+seckill.draw')
+          '+seckill.draw +seckill.unfence')
 
 ALL = ['seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
        'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv', 'seckill.enter',
-       'seckill.draw', 'seckill.entrants']
+       'seckill.draw', 'seckill.entrants', 'seckill.unfence']
 # What src/command_info.rs puts each command in.
 CATEGORIES = {
     'seckill.init': {'write', 'slow'},
@@ -50,6 +50,7 @@ CATEGORIES = {
     'seckill.enter': {'write', 'fast'},
     'seckill.draw': {'write', 'slow'},
     'seckill.entrants': {'read', 'slow'},
+    'seckill.unfence': {'write', 'fast'},
 }
 DRAW_SALE = 'sale:{d}'
 
@@ -173,6 +174,9 @@ def test_front_end():
     env.assertEqual(shop.execute_command('SECKILL.ENTER', DRAW_SALE, 'u1'), ['ENTERED', 1])
     env.assertEqual(shop.execute_command('SECKILL.ENTRANTS', DRAW_SALE, 0), ['0', ['u1', 1, 'entered']])
     refused(env, c, shop, 'SECKILL.DRAW', DRAW_SALE)
+    # Lifting a fence is the operator's (the reconciler's) too.
+    c.execute_command('SECKILL.INIT', 'sale:{f}', 5, 'FENCE')
+    refused(env, c, shop, 'SECKILL.UNFENCE', 'sale:{f}')
     shop.close()
 
 
@@ -206,6 +210,9 @@ def test_driver():
     env.assertEqual(driver.execute_command('SECKILL.ENTER', DRAW_SALE, 'u1'), ['ENDED', 0])
     env.assertEqual(driver.execute_command('SECKILL.DRAW', DRAW_SALE), [0, 5, 0])
     env.assertEqual(driver.execute_command('SECKILL.ENTRANTS', DRAW_SALE, 0), ['0', []])
+    # The fence: created and lifted by the operator (its reconciler).
+    env.assertEqual(driver.execute_command('SECKILL.INIT', 'sale:{f}', 5, 'FENCE'), 'OK')
+    env.assertEqual(driver.execute_command('SECKILL.UNFENCE', 'sale:{f}'), 'NOT_FENCED')
 
     # Nothing more: EFFECT (the replication link's), plain commands, keys
     # outside sale:*, a stream outside sale:*.
@@ -217,6 +224,9 @@ def test_driver():
     refused(env, c, driver, 'SECKILL.INIT', 'sale:{6}', 5, 'STREAM', 'events:{6}')
     refused(env, c, driver, 'SECKILL.SEND', 'other:{1}', SALE, 1, 'TID', 't3')
     refused(env, c, driver, 'SECKILL.RECV', 'other:{1}', SALE, 1)
+    c.execute_command('SECKILL.INIT', 'other:{1}', 5, 'FENCE')
+    refused(env, c, driver, 'SECKILL.UNFENCE', 'other:{1}')
+    c.execute_command('DEL', 'other:{1}')
     env.assertEqual(c.execute_command('EXISTS', 'other:{1}', 'sale:{6}', 'events:{6}'), 0)
     driver.close()
 

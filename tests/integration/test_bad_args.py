@@ -233,13 +233,14 @@ def test_commands_are_flagged_for_the_server():
     raw = RawConn(c)
     for name, rest in (('seckill.init', ['10']), ('seckill.reserve', ['u']), ('seckill.release', ['r']),
                        ('seckill.confirm', ['r']), ('seckill.reconcile', []), ('seckill.info', []),
-                       ('seckill.get', ['r'])):
+                       ('seckill.get', ['r']), ('seckill.unfence', [])):
         env.assertEqual(raw.call('COMMAND', 'GETKEYS', name, 'k{x}', *rest), b'*1\r\n$4\r\nk{x}\r\n', message=name)
     # Read-only commands are flagged so (they run on replicas), writes as writes.
     for name in ('seckill.info', 'seckill.get'):
         r = raw.call('COMMAND', 'INFO', name)
         env.assertContains(b'+readonly\r\n', r, message=name)
         env.assertNotContains(b'+write\r\n', r, message=name)
-    for name in ('seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile'):
+    for name in ('seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
+                 'seckill.unfence'):
         env.assertContains(b'+write\r\n', raw.call('COMMAND', 'INFO', name), message=name)
     raw.close()

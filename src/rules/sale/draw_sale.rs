@@ -6,6 +6,7 @@
 use super::buyers::Buyers;
 use super::draw::{self, EntrantRec, EntrantResult};
 use super::{DrawReport, DrawStep, Sale};
+use crate::rules::fence::ReplId;
 use crate::rules::outcome::{EffectError, EnterRefusal};
 use crate::rules::reservation::{Reservation, State};
 
@@ -197,9 +198,14 @@ impl Sale {
 
     /// Waitlist promotions on the master at `now_ms`, at most `max`: while
     /// the draw is complete and stock is there, the first waiting entrant
-    /// in draw order whose QTY fits gets a pending reservation.
-    pub fn promote_step(&mut self, max: usize, now_ms: u64) -> Vec<Reservation> {
+    /// in draw order whose QTY fits gets a pending reservation. None while
+    /// the sale is fenced on a server whose id `current` gives: the units
+    /// wait for the ledger to be applied and the fence lifted.
+    pub fn promote_step(&mut self, max: usize, now_ms: u64, current: impl FnOnce() -> ReplId) -> Vec<Reservation> {
         let mut out = Vec::new();
+        if self.fenced(current) {
+            return out;
+        }
         while out.len() < max && self.remaining > 0 && self.draw.as_deref().is_some_and(|d| d.complete(self.remaining)) {
             let free = self.remaining;
             let Some(seq) = self.draw.as_deref_mut().and_then(|d| d.first_fit(free)) else { break };

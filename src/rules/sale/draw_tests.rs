@@ -12,7 +12,7 @@ use crate::rules::effect::Effect;
 const END: u64 = 1000;
 
 fn config(total: u64, limit: u64, hold_ms: u64, seed: Seed) -> SaleConfig {
-    SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: END, stream: None, tag: 0x2a, split: None, draw: Some(seed) }
+    SaleConfig { limit, hold_ms, end_ms: END, tag: 0x2a, draw: Some(seed), ..SaleConfig::plain(total, 3) }
 }
 
 fn seed_of(n: u64) -> Seed {
@@ -60,7 +60,7 @@ impl Pair {
     }
 
     fn promote(&mut self, now: u64) -> usize {
-        let recs = self.master.promote_step(4, now);
+        let recs = self.master.promote_step(4, now, || crate::rules::fence::id(b'0'));
         let n = recs.len();
         if n > 0 {
             self.replay(&Effect::Promoted(recs));
@@ -426,7 +426,7 @@ fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
     for id in ids {
         s.release(&id, State::Released);
         let t = Instant::now();
-        s.promote_step(128, END);
+        s.promote_step(128, END, || crate::rules::fence::id(b'0'));
         promotions.push(t.elapsed().as_nanos() as u64);
     }
     (enters, draws, promotions, per_entrant)
@@ -482,4 +482,54 @@ fn generated_ids_leave_entrants_reqids_alone() {
     assert_eq!(&*ids[5], b"0000002a-0");
     assert_eq!(p.master.get(b"0000002a-0").unwrap().user(), &users[order[5]][..]);
     p.check();
+}
+
+/// A fenced draw sale promotes nobody from its waitlist: a unit released
+/// while fenced waits until the fence is lifted (UNFENCE's effect), then
+/// goes to the first waiting entrant, on the master and the replica alike.
+#[test]
+fn waitlist_promotions_wait_while_fenced() {
+    use crate::rules::fence::{id, UnfenceOutcome};
+    let (old, new) = (id(b'1'), id(b'2'));
+    let mut p = Pair::new(SaleConfig { fence: Some(old), ..config(2, 1, 0, seed_of(7)) });
+    for i in 0..4 {
+        p.enter(&user(i), 1, None, 0).unwrap();
+    }
+    assert_eq!(p.draw(10, END), 2);
+    let winner = p.master.records().next().unwrap().id();
+    // The server's id changed: the sale is fenced there.
+    assert!(p.master.fenced(|| new) && !p.master.fenced(|| old));
+    assert_eq!(p.master.release(&winner, State::Released), ReleaseOutcome::Released);
+    p.replay(&Effect::Release(winner.clone()));
+    assert_eq!(p.master.promote_step(4, END, || new), vec![], "no promotion while fenced");
+    assert_eq!((p.master.remaining(), p.master.draw_report().unwrap().waitlist), (1, 2));
+    // UNFENCE: decided at the current id, applied as an effect.
+    assert_eq!(p.master.decide_unfence(&new), UnfenceOutcome::Unfenced);
+    let unfence = Effect::Unfence(new);
+    unfence.apply(&mut p.master).unwrap();
+    p.replay(&unfence);
+    assert_eq!(p.master.decide_unfence(&new), UnfenceOutcome::NotFenced);
+    let promoted = p.master.promote_step(4, END, || new);
+    assert_eq!(promoted.len(), 1);
+    p.replay(&Effect::Promoted(promoted));
+    assert_eq!(p.master.remaining(), 0);
+    p.check();
+}
+
+/// UNFENCE's effect fits only a FENCE sale; the report's `fence` field is
+/// a FENCE sale's alone, and last.
+#[test]
+fn unfence_effect_and_report_field() {
+    use crate::rules::fence::id;
+    use crate::rules::report::Report;
+    let mut plain = Sale::new(SaleConfig::plain(3, 1));
+    assert!(Effect::Unfence(id(b'1')).apply(&mut plain).is_err());
+    assert!(plain == Sale::new(SaleConfig::plain(3, 1)));
+    assert_eq!(Report::of(&plain, || panic!("a plain sale never asks for the id")).fenced, None);
+    let fenced = Sale::new(SaleConfig { fence: Some(id(b'1')), ..SaleConfig::plain(3, 1) });
+    let doc = Report::of(&fenced, || id(b'2')).doc();
+    assert_eq!(doc.0.last().map(|(name, v)| (*name, v.clone())), Some(("fence", crate::rules::report::Value::Word(c"fenced"))));
+    let doc = Report::of(&fenced, || id(b'1')).doc();
+    assert_eq!(doc.0.last().map(|(name, v)| (*name, v.clone())), Some(("fence", crate::rules::report::Value::Word(c"clear"))));
+    assert_eq!(doc.0.len(), Report::of(&plain, || id(b'1')).doc().0.len() + 1);
 }

@@ -58,6 +58,7 @@ mod draw_tests;
 mod tests;
 
 use crate::rules::buckets::{Buckets, Take};
+use crate::rules::fence::{self, ReplId, UnfenceOutcome};
 use crate::rules::reservation::{NewRecord, Reservation, State};
 use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 
@@ -144,6 +145,38 @@ impl Sale {
 
     pub fn config(&self) -> &SaleConfig {
         &self.config
+    }
+
+    /// Whether the sale is fenced on a server whose replication id
+    /// `current` gives (see `rules::fence`): RESERVE and ENTER answer
+    /// FENCED, DRAW and SEND are refused, waitlist promotions wait. A sale
+    /// without FENCE pays one `Option` check and never calls `current`.
+    #[inline(always)]
+    pub fn fenced(&self, current: impl FnOnce() -> ReplId) -> bool {
+        fence::fenced(self.config.fence.as_ref(), current)
+    }
+
+    /// UNFENCE on a server whose id is `current`: `Unfenced` when the sale
+    /// is fenced (the caller commits `Effect::Unfence(current)`), else
+    /// `NotFenced` and nothing is to change.
+    pub fn decide_unfence(&self, current: &ReplId) -> UnfenceOutcome {
+        if self.fenced(|| *current) {
+            UnfenceOutcome::Unfenced
+        } else {
+            UnfenceOutcome::NotFenced
+        }
+    }
+
+    /// UNFENCE's effect: the sale records `id`, the master's id when it was
+    /// lifted (replicas and AOF replay record that one, not their own).
+    pub fn unfence(&mut self, id: ReplId) -> Result<(), EffectError> {
+        match &mut self.config.fence {
+            None => Err(EffectError("the sale was not created with FENCE")),
+            Some(recorded) => {
+                *recorded = id;
+                Ok(())
+            }
+        }
     }
 
     pub fn buckets(&self) -> &Buckets {

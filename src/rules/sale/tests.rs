@@ -10,7 +10,7 @@ use super::chunks::{ARENA_CHUNK, CHUNK};
 use super::*;
 
 fn config(total: u64, limit: u64, hold_ms: u64) -> SaleConfig {
-    SaleConfig { total, shards: 3, limit, hold_ms, start_ms: 0, end_ms: OPEN_END, stream: None, tag: 0x2a, split: None, draw: None }
+    SaleConfig { limit, hold_ms, tag: 0x2a, ..SaleConfig::plain(total, 3) }
 }
 
 fn reserve(s: &mut Sale, user: &[u8], qty: u64, reqid: Option<&[u8]>, now: u64) -> Result<Box<[u8]>, Refusal> {
