@@ -142,8 +142,7 @@ def clock_frozen_in_multi(conn):
 # Functions that do not write: sent with FCALL_RO.
 READ_ONLY = ('INFO', 'GET', 'ENTRANTS')
 COMMANDS = ('INIT', 'RESERVE', 'RELEASE', 'CONFIRM', 'RECONCILE', 'INFO', 'GET', 'SEND', 'RECV',
-            'ENTER', 'DRAW', 'ENTRANTS',
-            'UNFENCE')
+            'ENTER', 'DRAW', 'ENTRANTS', 'UNFENCE')
 
 
 def _text(a):
