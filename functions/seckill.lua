@@ -465,10 +465,13 @@ end
 
 -- Whether the sale is fenced: a FENCE sale whose recorded replication id
 -- is not the server's (a promotion or a restart since INIT or UNFENCE).
--- Asked once per call.
+-- Asked once per call (`server_id`: the id read).
 function Sale:fenced()
     if not self.fence then return false end
-    if self.is_fenced == nil then self.is_fenced = server_replid() ~= self.fence end
+    if self.is_fenced == nil then
+        self.server_id = server_replid()
+        self.is_fenced = self.server_id ~= self.fence
+    end
     return self.is_fenced
 end
 
@@ -1065,6 +1068,7 @@ end
 function Sale:flush()
     if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
+        or self.new_fence
     if not changed then return false end
     if self.hd_hint then self.hd = self.hd_hint end
     self:fix_cursor()
@@ -1121,7 +1125,7 @@ function Sale:flush()
     elseif self.stale_b0 then
         del[#del + 1] = 'b:0'
     end
-    if meta_changed(self) then
+    if meta_changed(self) or self.new_fence then
         set[#set + 1] = 'm'
         set[#set + 1] = meta_fmt(self)
     end
@@ -1903,9 +1907,9 @@ local function cmd_enter(keys, args)
     local ef, rf = 'E:' .. user, reqid and 'I:' .. reqid
     local S = open(key, ef, rf)
     if not S then return status_count('NO_SALE', 0) end
-    if S:fenced() then return status_count('FENCED', S.draw and S:dstate().ne or 0) end
     if not S.draw then fail(NOT_DRAW) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    if S:fenced() then return status_count('FENCED', S:dstate().ne) end
     local D = S:dstate()
     if S:get(ef) then return status_count('ALREADY_ENTERED', D.ne) end
     if rf and S:get(rf) then fail("ERR REQID is already another entrant's") end
@@ -2011,16 +2015,20 @@ local function cmd_expire(keys, args)
 end
 
 -- SECKILL.UNFENCE key -> UNFENCED | NOT_FENCED | NO_SALE: a fenced sale
--- records the server's current replication id (one HSET of `m`, which
--- carries the id to replicas and the AOF); nothing else changes.
+-- records the server's current replication id (in `m`, whose HSET carries
+-- the id to replicas and the AOF). A write like any other, as the
+-- module's: due holds first, then the waitlist gets the units that came
+-- back while the sale was fenced. Anything else changes nothing.
 local function cmd_unfence(keys, args)
     local key = one_key(keys, 'seckill.unfence')
     if #args ~= 0 then arity('seckill.unfence') end
     local S = open(key)
     if not S then return redis.status_reply('NO_SALE') end
     if not S:fenced() then return redis.status_reply('NOT_FENCED') end
-    S.fence = server_replid()
-    redis.call('HSET', key, 'm', meta_fmt(S))
+    local before = S.rem
+    S:expire_due(now_ms(), LAZY_CHUNK)
+    S.fence, S.is_fenced, S.new_fence = S.server_id, false, true
+    S:finish(before)
     return redis.status_reply('UNFENCED')
 end
 

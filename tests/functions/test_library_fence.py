@@ -13,6 +13,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
 
@@ -149,9 +150,9 @@ def test_fence_needs_info_in_the_callers_acl():
 
 
 def test_waitlist_waits_while_fenced():
-    """Units a winner releases while the sale is fenced stay in remaining;
-    after UNFENCE the sale's next write call (here seckill_expire, as the
-    worker runs it) hands them to the waitlist."""
+    """Units a winner releases while the sale is fenced stay in remaining,
+    whatever call comes (here seckill_expire, as the worker runs it);
+    UNFENCE hands them to the waitlist, as the module's does."""
     env, c = _env()
     K = 'w:{1}'
     end = _draw_sale(env, c, K, 2, 'FENCE', users=[('u%d' % i, 1, 'q%d' % i) for i in range(5)])
@@ -165,9 +166,24 @@ def test_waitlist_waits_while_fenced():
     env.assertEqual(c.execute_command('FCALL', 'seckill_expire', 1, K), 0)
     env.assertEqual(info(c, K)['waitlist'], 3)
     env.assertEqual(c.execute_command('SECKILL.UNFENCE', K), 'UNFENCED')
-    env.assertEqual(info(c, K)['waitlist'], 3)
-    c.execute_command('FCALL', 'seckill_expire', 1, K)
     r = info(c, K)
     env.assertEqual((r['remaining'], r['waitlist'], r['fence'], r['invariant']), (0, 2, 'clear', 'ok'))
     results = [res for _, _, res in _entrants(_raw(c), K)]
     env.assertEqual(results.count('promoted'), 1)
+
+
+def test_unfence_releases_due_holds_first():
+    """A fenced RESERVE releases nothing (it writes nothing); UNFENCE is a
+    write like the others: the holds that ran out go back first, as with
+    the module."""
+    env, c = _env()
+    env.assertOk(_init(c, 'h:{1}', 5, 'HOLD', 50, 'FENCE'))
+    reserve(c, 'h:{1}', 'u1')
+    reserve(c, 'h:{1}', 'u2')
+    _new_replid(env, c)
+    time.sleep(0.2)
+    env.assertEqual(reserve(c, 'h:{1}', 'u3'), ['FENCED', None, 3])
+    env.assertEqual(info(c, 'h:{1}')['expired'], 0)
+    env.assertEqual(c.execute_command('SECKILL.UNFENCE', 'h:{1}'), 'UNFENCED')
+    r = info(c, 'h:{1}')
+    env.assertEqual((r['expired'], r['remaining'], r['fence'], r['invariant']), (2, 5, 'clear', 'ok'))
