@@ -382,10 +382,11 @@ end
 -- replica its master's). Called for FENCE sales only: a plain sale never
 -- pays for the INFO call.
 local function server_replid()
-    -- An ACL refusal inside a function cannot be caught: ask first.
-    if not redis.acl_check_cmd('INFO', 'replication') then
-        fail('NOPERM a FENCE sale needs INFO: this user may not run INFO replication')
-    end
+    -- An ACL refusal inside a function cannot be caught: ask first (the
+    -- question itself fails where INFO is renamed away).
+    local known, allowed = pcall(redis.acl_check_cmd, 'INFO', 'replication')
+    if not known then fail('ERR a FENCE sale needs INFO, and this server has no INFO command') end
+    if not allowed then fail('NOPERM a FENCE sale needs INFO: this user may not run INFO replication') end
     local id = redis.call('INFO', 'replication'):match('master_replid:(%x+)')
     if not id then fail('ERR INFO replication shows no master_replid: this server cannot fence a sale') end
     return id
