@@ -16,8 +16,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'functions'))
 
 import redis  # noqa: E402
+from local_server import local_server  # noqa: E402
+from RLTest.env import Defaults  # noqa: E402
 
 from seckill_helpers import digest, info, reserve  # noqa: E402
 from test_library import _aof_commands, _draw_sale, _entrants, _env, _init, _raw, _wait_end  # noqa: E402
@@ -147,6 +150,23 @@ def test_fence_needs_info_in_the_callers_acl():
     env.assertEqual(digest(c), before)
     env.assertEqual(u.execute_command('SECKILL.RESERVE', 'p:{1}', 'u1')[0], 'RESERVED')
     env.assertEqual(u.execute_command('SECKILL.UNFENCE', 'p:{1}'), 'NOT_FENCED')
+
+
+def test_fence_needs_info_on_the_server():
+    """Where INFO is renamed away, INIT ... FENCE says so and creates
+    nothing; sales without FENCE never miss it. (A server of its own:
+    RLTest itself needs INFO.)"""
+    env, _ = _env()
+    with local_server(Defaults.binary, args=('--rename-command', 'INFO', '')) as c:
+        try:
+            c.execute_command('FCALL', 'seckill_init', 1, 'f:{1}', 10, 'FENCE')
+            env.assertTrue(False, message='INIT ... FENCE was accepted')
+        except redis.ResponseError as e:
+            env.assertContains('a FENCE sale needs INFO, and this server has no INFO command', str(e))
+        env.assertEqual(c.exists('f:{1}'), 0)
+        env.assertEqual(c.execute_command('FCALL', 'seckill_init', 1, 'p:{1}', 10), b'OK')
+        env.assertEqual(c.execute_command('FCALL', 'seckill_reserve', 1, 'p:{1}', 'u1')[0], b'RESERVED')
+        env.assertEqual(c.execute_command('FCALL', 'seckill_unfence', 1, 'p:{1}'), b'NOT_FENCED')
 
 
 def test_waitlist_waits_while_fenced():
