@@ -387,7 +387,10 @@ local function server_replid()
     local known, allowed = pcall(redis.acl_check_cmd, 'INFO', 'replication')
     if not known then fail('ERR a FENCE sale needs INFO, and this server has no INFO command') end
     if not allowed then fail('NOPERM a FENCE sale needs INFO: this user may not run INFO replication') end
-    local id = redis.call('INFO', 'replication'):match('master_replid:(%x+)')
+    local info = redis.call('INFO', 'replication')
+    -- (A plain find, then an anchored match: a quarter of the pattern's time.)
+    local at = string.find(info, 'master_replid:', 1, true)
+    local id = at and info:match('^%x+', at + 14)
     if not id then fail('ERR INFO replication shows no master_replid: this server cannot fence a sale') end
     return id
 end
@@ -1455,7 +1458,9 @@ local function reserve_fast(key, user, qty, reqid)
     end
     if client then ci = ci + 1 end
     local tail = string.sub(m, META_BYTES + 1)
-    if tail ~= '0:0:0:0:' then
+    -- (A FENCE sale's tail is never '0:0:0:0:'; it has a stream when its
+    -- first length is not 0.)
+    if tail ~= '0:0:0:0:' and (layout == LAYOUT or string.byte(tail, 1) ~= 48) then
         -- The stream, written first (an error there changes nothing).
         local len, at = tail:match('^(%d+):()')
         local stream = string.sub(tail, at, at + tonumber(len) - 1)

@@ -72,8 +72,11 @@ def test_fence_sale_records_the_id_in_its_settings():
     env.assertEqual(_meta(c, 'f:{1}'), (3, b'8:f:{1}:ev5:f:{1}0:0:40:' + replid.encode()))
     env.assertEqual(_meta(c, 'p:{1}'), (1, b'0:0:0:0:'))
     env.assertEqual(_meta(c, 'd:{1}'), (4, b'0:0:0:0:40:' + replid.encode()))
-    reserve(c, 'f:{1}', 'u1')
-    reserve(c, 'f:{1}', 'u1', 'REQID', 'q1')
+    reserve(c, 'f:{1}', 'u1')                    # the three-call path
+    reserve(c, 'f:{1}', 'u1', 'REQID', 'q1')     # the general path (a buyer with units)
+    entries = [e[1] for e in c.xrange('f:{1}:ev')]
+    env.assertEqual([(e['event'], e['user']) for e in entries], [('reserved', 'u1')] * 2)
+    env.assertEqual(entries[1]['rid'], 'q1')
     env.assertEqual(_meta(c, 'f:{1}')[1], b'8:f:{1}:ev5:f:{1}0:0:40:' + replid.encode())
 
     new = _new_replid(env, c)
