@@ -3,13 +3,16 @@
 SCRIPT_A), paired on one server: blocks of --block calls (pipelined, a new
 user every call) rotate between script A and the library (and, with
 --baseline FILE, an older copy of the library loaded beside it under the
-name seckill_old), for --cycles cycles; each block's server time per call
+name seckill_old; with --fence, the library's RESERVE on a FENCE sale,
+which runs INFO replication once per call), for --cycles cycles; each
+block's server time per call
 comes from the INFO commandstats delta (evalsha / fcall). Rotating short
 blocks keeps a shared machine's load changes out of the ratios. Prints the
 median server time per call of each, and the median of the per-cycle ratios
-to script A (issue 16: the library should be no slower than script A).
+to script A (issue 16: the library should be no slower than script A),
+and with --fence the per-cycle ratio of the FENCE sale to the plain one.
 
-    .venv/bin/python functions/bench_reserve.py [--cycles 30] [--block 2000] [--server PATH] [--baseline FILE]
+    .venv/bin/python functions/bench_reserve.py [--cycles 30] [--block 2000] [--server PATH] [--baseline FILE] [--fence]
 
 Starts its own server on a free port and stops it by pid.
 """
@@ -47,6 +50,7 @@ def main():
     p.add_argument('--block', type=int, default=2000)
     p.add_argument('--server', default='redis-server')
     p.add_argument('--baseline', help='an older seckill.lua to measure beside this one')
+    p.add_argument('--fence', action='store_true', help="RESERVE on a FENCE sale too (INIT ... FENCE)")
     a = p.parse_args()
     with local_server(a.server) as c:
         c.execute_command('FCALL', 'seckill_init', 1, 'sale:{b}', 10 ** 12)
@@ -61,6 +65,9 @@ def main():
             c.execute_command('FUNCTION', 'LOAD', 'REPLACE', old)
             c.execute_command('FCALL', 'seckold_init', 1, 'old:{b}', 10 ** 12)
             runs['baseline'] = ('fcall', lambda i: ('FCALL', 'seckold_reserve', 1, 'old:{b}', 'u%d' % i))
+        if a.fence:
+            c.execute_command('FCALL', 'seckill_init', 1, 'fence:{b}', 10 ** 12, 'FENCE')
+            runs['FENCE'] = ('fcall', lambda i: ('FCALL', 'seckill_reserve', 1, 'fence:{b}', 'u%d' % i))
         names = list(runs)
         times = {n: [] for n in names}
         user = 0
@@ -77,7 +84,14 @@ def main():
                 ratios = [x / y for x, y in zip(times[n], times['script A'])]
                 line += ', / script A: median %.2f (quartiles %.2f, %.2f)' % (
                     statistics.median(ratios), *statistics.quantiles(ratios, n=4)[::2])
+            if n == 'FENCE':
+                extra = [x / y for x, y in zip(times[n], times['library'])]
+                line += '; / library: median %.2f (quartiles %.2f, %.2f)' % (
+                    statistics.median(extra), *statistics.quantiles(extra, n=4)[::2])
             print(line)
+        if a.fence:
+            u, n = usec(c, 'info')
+            print('INFO inside the FENCE sale\'s RESERVE: %.2f us per call (%d calls)' % (u / n, n))
 
 
 if __name__ == '__main__':

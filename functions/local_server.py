@@ -26,11 +26,13 @@ def free_port():
 
 
 @contextlib.contextmanager
-def local_server(server='redis-server', library=LIBRARY):
-    """Yields a connection to a new server with `library` loaded."""
+def local_server(server='redis-server', library=LIBRARY, args=()):
+    """Yields a connection to a new server with `library` loaded (`args`:
+    more of the server's command-line options)."""
     folder = tempfile.mkdtemp(prefix='seckill-fn-')
     port = free_port()
-    proc = subprocess.Popen([server, '--port', str(port), '--save', '', '--appendonly', 'no', '--dir', folder],
+    proc = subprocess.Popen([server, '--port', str(port), '--save', '', '--appendonly', 'no', '--dir', folder,
+                             *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         c = redis.Redis(port=port)

@@ -17,7 +17,8 @@ Fields of the hash:
                      layout total shards limit hold start end tag n rem pend
                      conf rel exp buyers hc hn hd t0 lc ci sent recv as 23
                      doubles, then the stream key, its owner, MAXLEN and the
-                     split round as <length>:<bytes>
+                     split round as <length>:<bytes>, and for a FENCE sale
+                     (layouts 3 and 4) the replication id it recorded
   peers              a split sale's declared peers, sorted, as <length>:<bytes>
   b:<i> a:<i>        bucket i: remaining units, allocation (no b:0 when the
                      sale has one bucket: its remaining units are `rem`)
@@ -45,6 +46,9 @@ to count on demand.
 local VERSION = '1.2.0'
 local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
 local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
+-- A FENCE sale's layout is its plain or draw layout + LAYOUT_FENCE (3, 4):
+-- an older library refuses it rather than sell it through a failover.
+local LAYOUT_FENCE = 2
 local MAX_TOTAL = 1000000000000000
 local MAX_SHARDS = 1024
 local MAX_PEERS = 1024
@@ -72,6 +76,8 @@ local EXACT = '9007199254740992'      -- 2^53: larger numbers stay strings
 local CHANNEL = 'seckill:events:'     -- PUBLISH seckill:events:<key> seckill.soldout|seckill.restock
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local OOM = "OOM command not allowed when used memory > 'maxmemory'."
+local FENCED = 'FENCED the sale is fenced since a failover or restart: reconcile it with the order ledger, '
+    .. 'then SECKILL.UNFENCE'
 local STATE_WORD = {p = 'pending', c = 'confirmed', r = 'released', x = 'released'}
 
 -- Refusals are raised as tables and turned into error replies by `entry`.
@@ -339,7 +345,9 @@ local function set_state(r, s) r.st = has_deadline(r) and s:upper() or s end
 -- write per call) with the struct library: 22 little-endian doubles (exact:
 -- every value is below 2^53), then the stream key, its owner, MAXLEN and the
 -- split round as <length>:<bytes> (length 0: absent). The first number is
--- the layout; END is -1 when the sale has no end; the tag is a number.
+-- the layout; END is -1 when the sale has no end; the tag is a number. A
+-- FENCE sale adds a fifth string, the replication id it recorded (other
+-- sales keep the four, byte for byte).
 local META_FORMAT = '<ddddddddddddddddddddddd'  -- 23 doubles
 local META_BYTES = 23 * 8
 
@@ -351,7 +359,40 @@ local function meta_numbers(S)
 end
 
 local function meta_fmt(S)
-    return struct.pack(META_FORMAT, meta_numbers(S)) .. lp(S.stream) .. lp(S.owner) .. lp(S.maxlen) .. lp(S.round)
+    local m = struct.pack(META_FORMAT, meta_numbers(S)) .. lp(S.stream) .. lp(S.owner) .. lp(S.maxlen) .. lp(S.round)
+    if S.fence then m = m .. lp(S.fence) end
+    return m
+end
+
+-- Up to `max` <length>:<bytes> strings of `m` from byte `pos`, as a list
+-- (a string of length 0 is absent: nil).
+local function lp_strings(m, pos, max)
+    local strings = {}
+    for i = 1, max do
+        if pos > #m then break end
+        local len, at = m:match('^(%d+):()', pos)
+        len = tonumber(len)
+        if len > 0 then strings[i] = string.sub(m, at, at + len - 1) end
+        pos = at + len
+    end
+    return strings
+end
+
+-- The server's replication id (`master_replid` of INFO replication; on a
+-- replica its master's). Called for FENCE sales only: a plain sale never
+-- pays for the INFO call.
+local function server_replid()
+    -- An ACL refusal inside a function cannot be caught: ask first (the
+    -- question itself fails where INFO is renamed away).
+    local known, allowed = pcall(redis.acl_check_cmd, 'INFO', 'replication')
+    if not known then fail('ERR a FENCE sale needs INFO, and this server has no INFO command') end
+    if not allowed then fail('NOPERM a FENCE sale needs INFO: this user may not run INFO replication') end
+    local info = redis.call('INFO', 'replication')
+    -- (A plain find, then an anchored match: a quarter of the pattern's time.)
+    local at = string.find(info, 'master_replid:', 1, true)
+    local id = at and info:match('^%x+', at + 14)
+    if not id then fail('ERR INFO replication shows no master_replid: this server cannot fence a sale') end
+    return id
 end
 
 -- Whether a counter changed since the sale was read (the settings never
@@ -398,24 +439,18 @@ local function open(key, f1, f2, pre)
         return nil
     end
     local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
-    if x[1] ~= LAYOUT and x[1] ~= LAYOUT_DRAW then
+    local layout = x[1]
+    if layout ~= LAYOUT and layout ~= LAYOUT_DRAW and layout ~= LAYOUT + LAYOUT_FENCE
+        and layout ~= LAYOUT_DRAW + LAYOUT_FENCE then
         fail('ERR the sale at this key was written by another version of the seckill library (layout '
-            .. tostring(x[1] or '?') .. ')')
+            .. tostring(layout or '?') .. ')')
     end
     local strings = {}
-    if string.sub(m, META_BYTES + 1) ~= '0:0:0:0:' then
-        local pos = META_BYTES + 1
-        for i = 1, 4 do
-            local len, at = m:match('^(%d+):()', pos)
-            len = tonumber(len)
-            if len > 0 then strings[i] = string.sub(m, at, at + len - 1) end
-            pos = at + len
-        end
-    end
+    if string.sub(m, META_BYTES + 1) ~= '0:0:0:0:' then strings = lp_strings(m, META_BYTES + 1, 5) end
     local c = {}
     if f1 then c[f1] = v[2] end
     if f2 then c[f2] = v[3] end
-    local draw = x[1] == LAYOUT_DRAW
+    local draw = layout == LAYOUT_DRAW or layout == LAYOUT_DRAW + LAYOUT_FENCE
     local one = x[3] == 1
     local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {},
                             bk = {[0] = one and x[10] or tonumber(b0)}, stale_b0 = one and b0 and true,
@@ -427,7 +462,21 @@ local function open(key, f1, f2, pre)
                             buyers = x[15], hc = x[16], hn = x[17], hd = x[18], t0 = x[19], lc = x[20], ci = x[21],
                             sent = x[22], recv = x[23],
                             stream = strings[1], owner = strings[2], maxlen = strings[3], round = strings[4]}, Sale)
+    -- (Set apart: a field more in the constructor could grow every sale's table.)
+    if strings[5] then S.fence = strings[5] end
     return S
+end
+
+-- Whether the sale is fenced: a FENCE sale whose recorded replication id
+-- is not the server's (a promotion or a restart since INIT or UNFENCE).
+-- Asked once per call (`server_id`: the id read).
+function Sale:fenced()
+    if not self.fence then return false end
+    if self.is_fenced == nil then
+        self.server_id = server_replid()
+        self.is_fenced = self.server_id ~= self.fence
+    end
+    return self.is_fenced
 end
 
 function Sale:get(f)
@@ -857,13 +906,8 @@ local function draw_parse(s)
     local x = {struct.unpack(DRAW_FORMAT, s)}
     local D = {ne = x[1], nd = x[2], dstock = x[3], dleft = x[4], nx = x[5], ws = x[6], nreq = x[7], wend = x[8],
                seed = string.sub(s, DRAW_BYTES + 1, DRAW_BYTES + 32), dirty = false}
-    local pos = DRAW_BYTES + 33
-    for _, f in ipairs({'dc', 'wc'}) do
-        local len, at = s:match('^(%d+):()', pos)
-        len = tonumber(len)
-        if len > 0 then D[f] = string.sub(s, at, at + len - 1) end
-        pos = at + len
-    end
+    local cursors = lp_strings(s, DRAW_BYTES + 33, 2)
+    D.dc, D.wc = cursors[1], cursors[2]
     return D
 end
 
@@ -969,7 +1013,7 @@ end
 function Sale:promote()
     if self.rem <= 0 then return end
     local D = self:dstate()
-    if D.ne - D.nd <= 0 or not self:draw_complete() then return end
+    if D.ne - D.nd <= 0 or not self:draw_complete() or self:fenced() then return end
     local from = '-'
     if self.rem <= D.ws then
         if D.wend == 1 then return end
@@ -1028,6 +1072,7 @@ end
 function Sale:flush()
     if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
+        or self.new_fence
     if not changed then return false end
     if self.hd_hint then self.hd = self.hd_hint end
     self:fix_cursor()
@@ -1084,7 +1129,7 @@ function Sale:flush()
     elseif self.stale_b0 then
         del[#del + 1] = 'b:0'
     end
-    if meta_changed(self) then
+    if meta_changed(self) or self.new_fence then
         set[#set + 1] = 'm'
         set[#set + 1] = meta_fmt(self)
     end
@@ -1113,7 +1158,8 @@ end
 ------------------------------------------------------------------ report
 
 -- Field/value pairs in the module's order (a flat array: Lua tables are
--- unordered, so a RESP3 map could not keep the order; see the docs).
+-- unordered, so a RESP3 map could not keep the order; see the docs): a
+-- draw sale's fields, then a FENCE sale's `fence`, come last.
 function Sale:report()
     local b = self:all_buckets()
     local shards, sum = {}, 0
@@ -1150,6 +1196,11 @@ function Sale:report()
         for _, v in ipairs({'round', self.round, 'sent', self.sent, 'received', self.recv, 'peers', rows}) do
             out[#out + 1] = v
         end
+    end
+    if self.draw then self:draw_report(out) end
+    if self.fence then
+        out[#out + 1] = 'fence'
+        out[#out + 1] = redis.status_reply(self:fenced() and 'fenced' or 'clear')
     end
     return out
 end
@@ -1252,7 +1303,7 @@ local function cmd_init(keys, args)
     if #args < 1 then arity('seckill.init') end
     local total = parse_u64('TOTAL', args[1], 0, MAX_TOTAL)
     local c = {shards = 1, limit = 1, hold = 0, start = 0}
-    local ttl, replace, stream, maxlen, round, peers, draw
+    local ttl, replace, stream, maxlen, round, peers, draw, fence
     local o = options(args, 2)
     while true do
         local word = o:next_word()
@@ -1300,6 +1351,9 @@ local function cmd_init(keys, args)
         elseif w == 'DRAW' then
             o:once('DRAW')
             draw = true
+        elseif w == 'FENCE' then
+            o:once('FENCE')
+            fence = true
         else
             unknown_option(word)
         end
@@ -1321,6 +1375,8 @@ local function cmd_init(keys, args)
     local before = open(key)
     if before and not replace then return redis.status_reply('EXISTS') end
     if stream then check_stream(stream) end
+    -- (Read here, so an INFO refusal comes before any write.)
+    local replid = fence and server_replid()
     local now = now_ms()
     local old_seed = before and before.draw and before:dstate().seed
     if before then redis.call('DEL', key) end
@@ -1330,7 +1386,7 @@ local function cmd_init(keys, args)
                tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
                stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round,
-               layout = draw and LAYOUT_DRAW or LAYOUT}
+               layout = (draw and LAYOUT_DRAW or LAYOUT) + (fence and LAYOUT_FENCE or 0), fence = replid}
     local f = {'m', meta_fmt(S)}
     if draw then
         f[3], f[4] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
@@ -1376,10 +1432,12 @@ local function reserve_fast(key, user, qty, reqid)
     if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
         lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
-    if layout ~= LAYOUT or shards ~= 1 or qty > limit then return nil, v end
+    if (layout ~= LAYOUT and layout ~= LAYOUT + LAYOUT_FENCE) or shards ~= 1 or qty > limit then return nil, v end
     local tag = string.format('%08x', tag_n)
     if reqid and #reqid >= 10 and string.sub(reqid, 1, 9) == tag .. '-' then return nil, v end
     if not reqid and ci > 0 then return nil, v end
+    -- A FENCE sale sells here only while its recorded id is the server's.
+    if layout ~= LAYOUT and lp_strings(m, META_BYTES + 1, 5)[5] ~= server_replid() then return nil, v end
     local now = 0
     if rem >= qty or start > 0 or end_ >= 0 or hn > 0 then now = now_ms() end
     if hold > 0 and hn > 0 and (hd == 0 or hd <= now) then return nil, v end
@@ -1400,7 +1458,9 @@ local function reserve_fast(key, user, qty, reqid)
     end
     if client then ci = ci + 1 end
     local tail = string.sub(m, META_BYTES + 1)
-    if tail ~= '0:0:0:0:' then
+    -- (A FENCE sale's tail is never '0:0:0:0:'; it has a stream when its
+    -- first length is not 0.)
+    if tail ~= '0:0:0:0:' and (layout == LAYOUT or string.byte(tail, 1) ~= 48) then
         -- The stream, written first (an error there changes nothing).
         local len, at = tail:match('^(%d+):()')
         local stream = string.sub(tail, at, at + tonumber(len) - 1)
@@ -1484,6 +1544,7 @@ reserve_general = function(key, user, qty, reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
     if S.draw then return status_id_count('DRAW', nil, S.rem) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    if S:fenced() then return status_id_count('FENCED', nil, S.rem) end
     local before = S.rem
     -- A sold-out sale without window or holds answers without the clock.
     local now = 0
@@ -1631,7 +1692,6 @@ local function cmd_reconcile(keys, args)
     end
     S:finish(before)
     local out = S:report()
-    if S.draw then S:draw_report(out) end
     if orders then
         for _, v in ipairs({'orders_ok', ok, 'orders_pending', #pending, 'orders_released', #released,
                             'orders_unknown', #unknown, 'orders_conflict', #conflict,
@@ -1650,7 +1710,6 @@ local function cmd_info(keys, args)
     local S = open(key)
     if not S then return false end
     local out = S:report()
-    if S.draw then S:draw_report(out) end
     return reply_as(format, out)
 end
 
@@ -1757,6 +1816,7 @@ local function cmd_send(keys, args)
     local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
     local sent, recv = check_transfer(S, peer, round)
+    if S:fenced() then fail(FENCED) end
     local before = S.rem
     S:expire_due(now_ms(), LAZY_CHUNK)
     local taken = 0
@@ -1855,6 +1915,7 @@ local function cmd_enter(keys, args)
     if not S then return status_count('NO_SALE', 0) end
     if not S.draw then fail(NOT_DRAW) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
+    if S:fenced() then return status_count('FENCED', S:dstate().ne) end
     local D = S:dstate()
     if S:get(ef) then return status_count('ALREADY_ENTERED', D.ne) end
     if rf and S:get(rf) then fail("ERR REQID is already another entrant's") end
@@ -1898,6 +1959,7 @@ local function cmd_draw(keys, args)
     local S = open(key)
     if not S then fail('ERR no such sale') end
     if not S.draw then fail(NOT_DRAW) end
+    if S:fenced() then fail(FENCED) end
     local now = now_ms()
     if now < S.end_ then fail('ERR registration is open until END: DRAW runs after it') end
     local before = S.rem
@@ -1958,6 +2020,24 @@ local function cmd_expire(keys, args)
     return n
 end
 
+-- SECKILL.UNFENCE key -> UNFENCED | NOT_FENCED | NO_SALE: a fenced sale
+-- records the server's current replication id (in `m`, whose HSET carries
+-- the id to replicas and the AOF). A write like any other, as the
+-- module's: due holds first, then the waitlist gets the units that came
+-- back while the sale was fenced. Anything else changes nothing.
+local function cmd_unfence(keys, args)
+    local key = one_key(keys, 'seckill.unfence')
+    if #args ~= 0 then arity('seckill.unfence') end
+    local S = open(key)
+    if not S then return redis.status_reply('NO_SALE') end
+    if not S:fenced() then return redis.status_reply('NOT_FENCED') end
+    local before = S.rem
+    S:expire_due(now_ms(), LAZY_CHUNK)
+    S.fence, S.is_fenced, S.new_fence = S.server_id, false, true
+    S:finish(before)
+    return redis.status_reply('UNFENCED')
+end
+
 ------------------------------------------------------------ registration
 
 -- Runs a command: refusals and errors of the server become error replies
@@ -1980,7 +2060,7 @@ local function register(name, body, flags, description)
     redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
 end
 
-register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW]')
+register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW] [FENCE]')
 register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
 register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
 register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
@@ -1992,5 +2072,6 @@ register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_to
 register('seckill_enter', cmd_enter, {}, 'SECKILL.ENTER key user [QTY n] [REQID id]')
 register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n]')
 register('seckill_entrants', cmd_entrants, {'no-writes'}, 'SECKILL.ENTRANTS key cursor [COUNT n]')
+register('seckill_unfence', cmd_unfence, {'allow-oom'}, 'SECKILL.UNFENCE key')
 register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')
 register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, 'seckill library ' .. VERSION)

@@ -3,7 +3,8 @@ loaded and the library loaded; random command sequences (INIT with random
 options and REPLACE, RESERVE with QTY and REQIDs, retried and generated-
 looking ones, RELEASE, CONFIRM, GET, RECONCILE with and without EXPIRE and
 APPLY, SEND and RECV of a split sale with stale rounds, INFO and its FORMAT JSON,
-bad arguments)
+bad arguments; and when the module knows SECKILL.UNFENCE, FENCE sales,
+"failovers" that give the server a new replication id, and UNFENCE)
 go to a module sale and to a library sale, and every reply must be the same:
 statuses, ids (generated ids up to their round tag), remaining stock,
 reports, and error texts. Times are left out (the two sales are made
@@ -11,11 +12,16 @@ microseconds apart): GET is compared without created_ms, and deadline_ms as
 its distance from created_ms.
 
 Runs with the module (mk/functions.mk: functions-differential, on Redis
-7.0.15); skipped without it."""
+7.0.15); skipped without it.
+
+A failover here is REPLICAOF to a closed port then REPLICAOF NO ONE: the
+server gets a new replication id, as a promoted replica does, and keeps its
+data (nothing answers on that port), so both sales are fenced at once."""
 
 import os
 import random
 import re
+import socket
 import sys
 import unittest
 
@@ -39,6 +45,7 @@ class Pair:
         self.tags = {}
         self.ids = {'m': [], 'l': []}
         self.mismatches = []
+        self.fenced = 0   # calls the module refused as fenced
 
     def call(self, side, cmd, *args):
         try:
@@ -77,14 +84,39 @@ class Pair:
             self.learn('m', a)
             self.learn('l', b)
         self.compare((cmd,) + tuple(m_args), a, b)
+        if (isinstance(a, list) and a and a[0] == b'FENCED') or (isinstance(a, tuple) and a[1].startswith('FENCED')):
+            self.fenced += 1
         return a, b
 
 
-def _run(env, c, seed, ops, hold, buyers=12, shards=6):
+def _failover(c):
+    """A new replication id for the server, its data kept."""
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
+    c.execute_command('REPLICAOF', '127.0.0.1', port)
+    c.execute_command('REPLICAOF', 'NO', 'ONE')
+
+
+def _fence_op(p, rng):
+    """Sometimes a failover or an UNFENCE (FENCE runs only): whether it made one."""
+    y = rng.random()
+    if y < 0.01:
+        _failover(p.c)
+    elif y < 0.04:
+        p.both('UNFENCE', [])
+    else:
+        return False
+    return True
+
+
+def _run(env, c, seed, ops, hold, buyers=12, shards=6, fence=False):
     rng = random.Random(seed)
     p = Pair(env, c)
     users = [b'u%d' % i for i in range(buyers)]
     for op in range(ops):
+        if fence and op > 0 and _fence_op(p, rng):
+            continue
         x = rng.random()
         if op == 0 or x < 0.03:
             opts = [rng.randint(0, 30)]
@@ -99,6 +131,8 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6):
                 opts += ['SPLIT', 'r1', 1, 'peer:{k}']
             if op == 0 or rng.random() < 0.7:
                 opts += ['REPLACE']
+            if fence and rng.random() < 0.6:
+                opts += ['FENCE']
             streams = (['STREAM', MOD + b':ev'], ['STREAM', LIB + b':ev']) if rng.random() < 0.3 else ([], [])
             a, b = p.both('INIT', opts + streams[0], opts + streams[1])
             if a == b'OK':
@@ -154,10 +188,11 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6):
                 ('RECONCILE', ['APPLY']), ('INIT', ['-1']), ('GET', ['x' * 257]), ('INIT', [5, 'SHARDS', 2, 'shards', 3]),
                 ('SEND', ['peer:{k}', 1, 'TID', 't']), ('RECV', ['peer:{k}', 'x', 'ROUND', 'r1']),
                 ('RECONCILE', ['ORDERS', 1001]), ('INIT', [5, 'BOGUS']), ('RESERVE', ['u', 7]),
-                ('INFO', ['FORMAT', 'XML']), ('INFO', ['FORMAT']), ('GET', ['x', 'FORMAT', 'csv'])]))
+                ('INFO', ['FORMAT', 'XML']), ('INFO', ['FORMAT']), ('GET', ['x', 'FORMAT', 'csv'])]
+                + ([('UNFENCE', ['x']), ('INIT', [5, 'FENCE', 'LIMIT', 2, 'fence'])] if fence else [])))
     p.both('INFO', [])
     p.both('INFO', ['format', 'json'])
-    return p.mismatches
+    return p.mismatches, p.fenced
 
 
 def test_library_answers_as_the_module():
@@ -170,12 +205,24 @@ def test_library_answers_as_the_module():
         raise unittest.SkipTest('the module is not loaded')
     with open(LIBRARY, 'rb') as f:
         c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+    try:
+        fence = c.execute_command('SECKILL.UNFENCE', b'nothing:{k}') == b'NO_SALE'
+    except redis.ResponseError:   # a module from before the fence
+        fence = False
     total = 0
     # Few buyers and several buckets (LIMIT, chains, borrowing), then many
     # buyers and one bucket (RESERVE's three-call path).
     for seed, hold, buyers, shards in ((1, False, 12, 6), (2, True, 12, 6), (3, False, 12, 6), (4, True, 12, 6),
                                        (5, False, 5000, 1), (6, True, 5000, 1)):
-        mismatches = _run(env, c, seed, 2500, hold, buyers, shards)
+        mismatches, _ = _run(env, c, seed, 2500, hold, buyers, shards)
         total += 2500
         env.assertEqual(mismatches[:3], [], message='seed %d' % seed)
-    env.debugPrint('%d random calls, each sent to both backends' % total, force=True)
+    fenced = 0
+    if fence:
+        for seed, hold, buyers, shards in ((7, False, 12, 6), (8, True, 12, 6), (9, True, 5000, 1)):
+            mismatches, n = _run(env, c, seed, 2500, hold, buyers, shards, fence=True)
+            total, fenced = total + 2500, fenced + n
+            env.assertEqual(mismatches[:3], [], message='FENCE seed %d' % seed)
+        env.assertGreater(fenced, 0, message='no call met a fenced sale')
+    env.debugPrint('%d random calls, each sent to both backends%s' % (
+        total, ', FENCE sales too: %d answered FENCED' % fenced if fence else ''), force=True)

@@ -61,8 +61,8 @@ def _messages(ps, timeout=0.5):
 
 def test_function_flags():
     """The module's command flags, as function flags: FCALL_RO runs INFO and
-    GET (on replicas too); RELEASE, CONFIRM, RECV, RECONCILE and expiry run
-    under maxmemory; INIT, RESERVE and SEND are refused there."""
+    GET (on replicas too); RELEASE, CONFIRM, RECV, RECONCILE, UNFENCE and
+    expiry run under maxmemory; INIT, RESERVE and SEND are refused there."""
     env, c = _env()
     libs = c.execute_command('FUNCTION', 'LIST', 'LIBRARYNAME', 'seckill')
     env.assertEqual(len(libs), 1)
@@ -75,7 +75,7 @@ def test_function_flags():
     env.assertEqual(flags, {
         'seckill_init': set(), 'seckill_reserve': set(), 'seckill_send': set(),
         'seckill_release': {'allow-oom'}, 'seckill_confirm': {'allow-oom'}, 'seckill_recv': {'allow-oom'},
-        'seckill_reconcile': {'allow-oom'}, 'seckill_expire': {'allow-oom'},
+        'seckill_reconcile': {'allow-oom'}, 'seckill_expire': {'allow-oom'}, 'seckill_unfence': {'allow-oom'},
         'seckill_info': {'no-writes'}, 'seckill_get': {'no-writes'},
         'seckill_enter': set(), 'seckill_draw': set(), 'seckill_entrants': {'no-writes'},
         'seckill_version': {'no-writes', 'allow-stale'}})
@@ -319,7 +319,7 @@ def test_a_hash_that_is_not_a_sale():
     for cmd in (['SECKILL.INFO', 'h'], ['SECKILL.RESERVE', 'h', 'u'], ['SECKILL.RELEASE', 'h', 'r'],
                 ['SECKILL.INIT', 'h', 5], ['SECKILL.INIT', 'h', 5, 'REPLACE']):
         env.expect(*cmd).error().contains('WRONGTYPE')
-    c.hset('v2', 'm', struct.pack('<23d', 3, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
+    c.hset('v2', 'm', struct.pack('<23d', 5, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
     env.expect('SECKILL.INFO', 'v2').error().contains('another version of the seckill library')
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
 
