@@ -56,9 +56,9 @@ def gated(key: str, commands: Sequence[Sequence[Any]],
     gate = dur.Gate(dur.acked_of(replies), need)
     if not gate.ok:
         state = yield ReplicaInfo(key, fresh=True)
-        need = policy.required(state)
+        asked, need = need, policy.required(state)
         gate = dur.Gate(gate.acked, need)
-        if not gate.ok and need < gate.need:
+        if not gate.ok and need < asked:
             again = yield OnNode(key, dur.gate_commands(key, need, policy.timeout_ms))
             gate = dur.Gate(dur.acked_of(again), need)
     return replies[:n], gate
