@@ -21,7 +21,8 @@ from seckill._servers import RedisServer
 
 pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
 
-SHORT = Durability(timeout_ms=200)
+SHORT = Durability(timeout_ms=200)     # where the gate must fall short: it waits this long
+HEALTHY = Durability(timeout_ms=5000)  # where it must pass: it returns as soon as acked
 
 
 def replica_of(master, backend, module_path):
@@ -75,15 +76,16 @@ def test_gate_on_two_replicas(db, trio):
     assert (res.status, res.rid, res.remaining, res.replicated) == ('RESERVED', 'o0', 9, True)
     assert sale.reserve('u1', reqid='o1').replicated is None      # no option: no WAIT
     assert sale.wait().need == 2                                     # auto: both replicas
-    w = Worker(r, store, [cfg], consumer='w', durability=SHORT)
+    w = Worker(r, store, [cfg], consumer='w', durability=HEALTHY)
     w.drain()
     assert orders(store) == {'o0': 'UNPAID', 'o1': 'UNPAID'}
-    assert pay(store, sale, 'o0', 'p0', durability=SHORT).outcome == 'PAID'
+    assert pay(store, sale, 'o0', 'p0', durability=HEALTHY).outcome == 'PAID'
     for rep in replicas:     # what was captured is on both replicas
         assert Sale(rep.client(), KEY).get('o0')['state'] == 'confirmed'
 
     with stopped(replicas):
         assert sale.reserve('u2', reqid='o2', wait=SHORT).replicated is False
+        w.durability = SHORT
         with pytest.raises(NotReplicated):
             w.step()
         assert 'o2' not in orders(store)                 # nothing committed, nothing acked
@@ -91,7 +93,8 @@ def test_gate_on_two_replicas(db, trio):
         assert (out.outcome, out.reason) == ('RETRY', 'not_replicated')
         assert store.order('o1').state == 'UNPAID'       # nothing captured
     # the replicas are back: the same entries and the same payment go through
-    assert pay(store, sale, 'o1', 'p1', durability=SHORT).outcome == 'PAID'
+    assert pay(store, sale, 'o1', 'p1', durability=HEALTHY).outcome == 'PAID'
+    w.durability = HEALTHY
     w._own_pending = True
     w.drain()
     assert orders(store) == {'o0': 'PAID', 'o1': 'PAID', 'o2': 'UNPAID'}
@@ -105,8 +108,9 @@ def test_split_brain_old_master_captures_nothing(db, trio):
     cfg = make_sale(store, old, total=10, hold_ms=60_000)
     sale = Sale(old, KEY)
     assert sale.reserve('u0', reqid='o0').ok and sale.reserve('u1', reqid='o1').ok
-    w = Worker(old, store, [cfg], consumer='w', durability=SHORT)
+    w = Worker(old, store, [cfg], consumer='w', durability=HEALTHY)
     w.drain()                                     # the gate saw the replicas: sticky
+    w.durability = SHORT
     assert orders(store) == {'o0': 'UNPAID', 'o1': 'UNPAID'}
 
     # The replica is promoted, the other follows it; the old master runs on.
@@ -128,11 +132,11 @@ def test_split_brain_old_master_captures_nothing(db, trio):
     nsale = Sale(new, KEY)
     if fence_supported(new):
         assert nsale.reserve('u3', reqid='o3').status == 'FENCED'
-        fixed = reconcile(store, nsale, apply=True, durability=SHORT)
+        fixed = reconcile(store, nsale, apply=True, durability=HEALTHY)
         assert fixed.unfence == 'UNFENCED'
         assert any('fence lifted' in line for line in fixed.lines())
     assert nsale.reserve('u3', reqid='o3').status == 'RESERVED'
-    assert pay(store, nsale, 'o0', 'p0', durability=SHORT).outcome == 'PAID'
+    assert pay(store, nsale, 'o0', 'p0', durability=HEALTHY).outcome == 'PAID'
     # o2 was sold by the old master alone: lost with it, the buyer's money voided
     lost = pay(store, nsale, 'o2', 'p2', durability=SHORT)
     assert (lost.outcome, lost.reason) == ('REFUND', 'lost') and store.order('o2') is None

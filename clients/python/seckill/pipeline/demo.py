@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..protocol import LIMIT, RESERVED, SOLD_OUT
+from ..protocol import FENCED, LIMIT, RESERVED, SOLD_OUT
 from ..sale import Sale
 from .._servers import PostgresServer, RedisServer
 from ..connect import close_follower, connect
@@ -232,7 +232,7 @@ def run_demo(cfg: DemoConfig) -> int:
                         tally.limit += 1
                 if res.status == RESERVED:
                     fate(res.rid)
-                elif res.status == SOLD_OUT and attempt < 12:
+                elif res.status in (SOLD_OUT, FENCED) and attempt < 12:   # FENCED: retry later
                     due = time.monotonic() + rnd.uniform(0.3, 2.5)
                     if due < sale_end:
                         buyers_pool.at(due, buyer_task(n, attempt + 1))
