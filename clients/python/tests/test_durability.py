@@ -142,3 +142,25 @@ def test_split_brain_old_master_captures_nothing(db, trio):
     assert (lost.outcome, lost.reason) == ('REFUND', 'lost') and store.order('o2') is None
     for c in (old, new):
         c.close()
+
+
+@pytest.mark.asyncio
+async def test_aio_reserve_and_confirm_wait(trio):
+    import redis.asyncio as aioredis
+    from seckill.aio import Sale as AioSale
+    master, replicas = trio
+    c = aioredis.Redis(port=master.port, decode_responses=True)
+    try:
+        sale = AioSale(c, KEY)
+        await sale.init(5, hold_ms=60_000)
+        res = await sale.reserve('u0', reqid='o0', wait=HEALTHY)
+        assert (res.status, res.replicated) == ('RESERVED', True)
+        assert (await sale.reserve('u1', reqid='o1')).replicated is None
+        with stopped(replicas):
+            assert (await sale.confirm('o0', wait=SHORT)).replicated is False
+            assert not (await sale.wait(SHORT)).ok
+        again = await sale.confirm('o0', wait=HEALTHY)   # ALREADY_CONFIRMED propagates nothing:
+        assert (again.status, again.replicated) == ('ALREADY_CONFIRMED', True)  # the SET does
+        assert (await sale.wait()).need == 2
+    finally:
+        await c.aclose()
