@@ -130,6 +130,17 @@ def close_follower(client: Any) -> None:
         f.stop()
 
 
+def switched(follower: Any, before: Any, after: Any) -> bool:
+    """Whether the master moved from `before` to `after` (counted in
+    follower.switches and logged); a first address is no switch."""
+    if before is None or after == before:
+        return False
+    follower.switches += 1
+    log.warning('%s: master %s:%s -> %s:%s', follower.service, before[0], before[1],
+                after[0], after[1])
+    return True
+
+
 class MasterFollower(threading.Thread):
     """Follows `service`'s master for a SentinelConnectionPool (the module
     docstring). `switches` counts the changes it saw."""
@@ -150,13 +161,7 @@ class MasterFollower(threading.Thread):
         """Asks the Sentinels for the master now; True when it changed (the
         pool then dropped its connections to the old one)."""
         before = self.pool.master_address
-        after = self.pool.get_master_address()   # disconnects idle ones on a change
-        if before is not None and after != before:
-            self.switches += 1
-            log.warning('%s: master %s:%s -> %s:%s', self.service, before[0], before[1],
-                        after[0], after[1])
-            return True
-        return False
+        return switched(self, before, self.pool.get_master_address())  # drops idle ones
 
     def run(self) -> None:
         turn = 0
@@ -193,4 +198,4 @@ class MasterFollower(threading.Thread):
 
 
 __all__ = ['SentinelTarget', 'parse_url', 'sentinel_url', 'parse_switch', 'connect',
-           'close_follower', 'MasterFollower']
+           'close_follower', 'MasterFollower', 'switched']

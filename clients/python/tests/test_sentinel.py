@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import DB, KEY, make_sale, wait_for
+from conftest import DB, KEY, fence_supported, make_sale, wait_for
 from seckill import Sale
 from seckill._servers import RedisServer, SentinelServer
 from seckill.connect import close_follower, connect
@@ -91,7 +91,7 @@ def test_client_and_cli_follow_a_kill_9_failover(db, deployment, tmp_path):
             except Exception:
                 assert time.monotonic() < deadline, 'no failover within 20 s'
                 time.sleep(0.1)
-        assert res.status in ('RESERVED', 'FENCED')
+        assert res.status == ('FENCED' if fence_supported(r) else 'RESERVED')
         assert r.connection_pool.master_address == ('127.0.0.1', replica.port)
         # the CLI follows the same URL: init says the sale exists, reconcile finds o0
         base = [sys.executable, '-m', 'seckill', '--db', db.url, '--sentinel',
@@ -99,7 +99,12 @@ def test_client_and_cli_follow_a_kill_9_failover(db, deployment, tmp_path):
         out = subprocess.run(base + ['reconcile', '--sale', KEY, '--json', '--apply'],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout.splitlines()[-1])['report']['pending'] >= 1
+        outcome = json.loads(out.stdout.splitlines()[-1])
+        assert outcome['report']['pending'] >= 1
+        if res.status == 'FENCED':        # the promoted master fenced the sale; the CLI lifted it
+            assert outcome['unfence'] == 'UNFENCED'
+            assert sale.reserve('u1', reqid='o1').status == 'RESERVED'
+        assert r.connection_pool.master_address == ('127.0.0.1', replica.port)
     finally:
         close_follower(r)
         r.close()
@@ -132,3 +137,31 @@ def reserve_calls_after_cont(master):
     it): its RESERVE count now."""
     master.proc.send_signal(signal.SIGCONT)
     return reserve_calls(master)
+
+
+@pytest.mark.asyncio
+async def test_aio_client_follows_a_kill_9_failover(deployment):
+    import asyncio
+    from seckill.aio import Sale as AioSale
+    from seckill.aio.connect import close_follower as aclose_follower
+    from seckill.aio.connect import connect as aconnect
+    master, replica, sentinels = deployment
+    r = await aconnect(url(sentinels), poll_s=0.2)
+    try:
+        sale = AioSale(r, KEY)
+        await sale.init(10, hold_ms=60_000)
+        assert (await sale.reserve('u0', reqid='o0', wait=True)).replicated is True
+        master.kill()
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                res = await sale.reserve('u1', reqid='o1')
+                break
+            except Exception:
+                assert time.monotonic() < deadline, 'no failover within 20 s'
+                await asyncio.sleep(0.1)
+        assert res.status == 'RESERVED'         # a sale without FENCE sells on at once
+        assert r.connection_pool.master_address == ('127.0.0.1', replica.port)
+    finally:
+        aclose_follower(r)
+        await r.aclose()
