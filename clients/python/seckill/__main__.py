@@ -190,8 +190,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--service', help="the Sentinels' name of the master (with --sentinel)")
     p.add_argument('--wait-replicas', default='auto',
                    help="replicas a batch's or a payment's WAIT must reach: auto (every online "
-                   'replica, at least 1 once one was seen) or a number; 0: no WAIT '
-                   '(default: %(default)s)')
+                   'replica, at least 1 once this process saw one) or a number; 0: no WAIT. A '
+                   'process per call (pay) never remembers a replica: give it a number where '
+                   'you run replicas (default: %(default)s)')
     p.add_argument('--wait-timeout-ms', type=int, default=1000,
                    help='how long one WAIT may block (default: %(default)s)')
     p.add_argument('-v', '--verbose', action='store_true')

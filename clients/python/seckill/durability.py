@@ -91,6 +91,17 @@ def resolve(value: Any) -> Optional[Durability]:
                     'not %r' % (value,))
 
 
+def setting(value: Any) -> Durability:
+    """A pipeline's `durability=` argument (pay, Worker, reconcile): None or
+    True -> DEFAULT, False -> OFF, an int -> that many replicas, a
+    Durability as given."""
+    if value is None or value is True:
+        return DEFAULT
+    if value is False:
+        return OFF
+    return resolve(value) or OFF
+
+
 class ReplicaState:
     """What a client knows of one master's replicas: the last count (online
     replicas of INFO replication), when it was read, and whether it was ever
@@ -198,4 +209,5 @@ def acked_of(replies: Sequence[Any]) -> int:
 
 
 __all__ = ['AUTO', 'DEFAULT', 'OFF', 'Durability', 'Gate', 'ReplicaMemory', 'ReplicaState',
-           'acked_of', 'gate_commands', 'memory_of', 'online_replicas', 'resolve', 'sync_key']
+           'acked_of', 'gate_commands', 'memory_of', 'online_replicas', 'resolve', 'setting',
+           'sync_key']

@@ -25,6 +25,8 @@ def test_durability_setting():
     assert dur.resolve(True) is dur.DEFAULT and dur.resolve(3) == dur.Durability(3)
     with pytest.raises(TypeError):
         dur.resolve('auto')
+    assert dur.setting(None) is dur.DEFAULT and dur.setting(False) is dur.OFF
+    assert dur.setting(2) == dur.Durability(2) and dur.setting(dur.OFF) is dur.OFF
 
 
 def test_auto_is_every_replica_and_sticky_at_one():

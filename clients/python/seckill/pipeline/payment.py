@@ -118,6 +118,7 @@ def pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults = NONE,
     `durability`: the replicas a CONFIRM must reach before the money is
     captured (seckill.durability.OFF: none, no WAIT)."""
     try:
+        durability = dur.setting(durability)
         return _pay(store, sale, rid, ref, faults, None if durability.off else durability)
     except StoreUnavailable as exc:
         log.warning('pay %s: database unavailable: %s', rid, exc)

@@ -217,7 +217,8 @@ def reconcile(store: Store, sale: Sale, apply: bool = False, chunk_size: int = 1
     when the sale is gone from Redis (use rebuild). With apply, lifts the
     sale's fence once the PAID orders are applied (the module docstring).
     `durability`: the WAIT gate before MARK_PAID repairs."""
-    return _reconcile(store, sale.key, sale, apply, chunk_size, durability=durability)
+    return _reconcile(store, sale.key, sale, apply, chunk_size,
+                      durability=dur.setting(durability))
 
 
 def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_size: int,

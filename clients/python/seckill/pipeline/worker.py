@@ -169,7 +169,7 @@ class Worker:
         self.expire_every_s = expire_every_s
         self._next_expire = 0.0
         self._driver = Driver(r, backend)
-        self.durability = durability
+        self.durability = dur.setting(durability)
 
     # -- setup ------------------------------------------------------------
     def ensure_groups(self) -> None:
