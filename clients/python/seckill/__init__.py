@@ -11,12 +11,16 @@
   local_soldout=True)`), docs/soldout.md.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or
   PostgreSQL), stream worker, payment, reconciler, rebuild.
-- `python -m seckill worker|reconcile|rebuild|init|demo|verify-draw`: the CLI.
+- `Durability` (seckill.durability): the WAIT gate of pay, the worker, the
+  reconciler and `Sale.reserve(..., wait=...)`; `seckill.connect.connect(url)`:
+  redis:// and redis+sentinel:// URLs.
+- `python -m seckill worker|pay|reconcile|rebuild|init|demo|verify-draw`: the CLI.
 """
 
 from .draw import Drawn, Entered, Entrant, Verdict
-from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DRAW, DUPLICATE, ENDED, LIMIT,
-                       NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
+from .durability import Durability
+from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DRAW, DUPLICATE, ENDED, FENCED,
+                       LIMIT, NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
                        ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
 from .sale import Sale
 from .soldout import SoldOutCache
@@ -28,5 +32,5 @@ __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'Pro
            'Event', 'RESERVED', 'DUPLICATE', 'NO_SALE', 'NOT_STARTED', 'ENDED', 'LIMIT',
            'SOLD_OUT', 'RELEASED', 'ALREADY_RELEASED', 'CONFIRMED', 'ALREADY_CONFIRMED',
            'NOT_FOUND', 'DRAW', 'Entered', 'Drawn', 'Entrant', 'Verdict', 'SplitSale', 'StaleRound',
-           'OrphanKeys', 'RecoverError', 'SoldOutCache']
+           'OrphanKeys', 'RecoverError', 'SoldOutCache', 'FENCED', 'Durability']
 __version__ = '1.2.0'

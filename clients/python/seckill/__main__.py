@@ -1,8 +1,12 @@
-"""python -m seckill init|worker|reconcile|rebuild|demo|functions|verify-draw
+"""python -m seckill init|worker|pay|reconcile|rebuild|demo|functions|verify-draw
 
-Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0)
-and --db URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL
-URL postgresql://user@host:port/dbname selects PostgreSQL).
+Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0;
+redis+sentinel://host:port[,host:port...]/service[/db] follows a Sentinel
+deployment's master, as do --sentinel host:port ... --service NAME) and --db
+URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL URL
+postgresql://user@host:port/dbname selects PostgreSQL). --wait-replicas and
+--wait-timeout-ms: the WAIT gate of worker, pay and reconcile
+(docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -20,10 +24,20 @@ DEFAULT_REDIS = 'redis://127.0.0.1:6379/0'
 DEFAULT_DB = 'sqlite:seckill-orders.db'
 
 
-def _redis(url: str):
-    import redis
-    return redis.Redis.from_url(url, decode_responses=True, socket_timeout=10,
-                                health_check_interval=5)
+def _redis(url: str, **kw):
+    from .connect import connect
+    kw.setdefault('decode_responses', True)
+    kw.setdefault('socket_timeout', 10)
+    return connect(url, health_check_interval=5, **kw)
+
+
+def _durability(a: argparse.Namespace):
+    from .durability import AUTO, Durability
+    n = a.wait_replicas
+    try:
+        return Durability(replicas=AUTO if n == AUTO else int(n), timeout_ms=a.wait_timeout_ms)
+    except ValueError as exc:
+        raise SystemExit('--wait-replicas / --wait-timeout-ms: %s' % exc) from None
 
 
 def _store(url: str):
@@ -44,7 +58,7 @@ def cmd_init(a: argparse.Namespace) -> int:
                      expires_at_ms=now + a.ttl * 1000 if a.ttl else None, maxlen=a.maxlen,
                      created_ms=now)
     try:
-        created = create_sale(store, r, cfg, replace=a.replace)
+        created = create_sale(store, r, cfg, replace=a.replace, fence=not a.no_fence)
     except RuntimeError as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -79,7 +93,7 @@ def cmd_worker(a: argparse.Namespace) -> int:
         return 2
     w = Worker(r, store, sales, group=a.group, consumer=a.consumer or default_consumer(),
                batch=a.batch, block_ms=a.block_ms, claim_idle_ms=a.claim_idle_ms,
-               faults=Faults.from_env())
+               faults=Faults.from_env(), durability=_durability(a))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: w.stop())
     logging.getLogger('seckill.worker').info('worker %s on %s', w.consumer,
@@ -89,7 +103,8 @@ def cmd_worker(a: argparse.Namespace) -> int:
     print(json.dumps({'consumer': w.consumer, 'entries': st.entries, 'acked': st.acked,
                       'claimed': st.claimed, 'db_retries': st.db_retries,
                       'inserted': st.ledger.inserted, 'replayed': st.ledger.replayed,
-                      'cancelled': st.ledger.cancelled, 'paid': st.ledger.paid}), flush=True)
+                      'cancelled': st.ledger.cancelled, 'paid': st.ledger.paid,
+                      'not_replicated': st.not_replicated}), flush=True)
     return 0
 
 
@@ -109,7 +124,8 @@ def cmd_reconcile(a: argparse.Namespace) -> int:
     n = 0
     while True:
         try:
-            out = reconcile(store, sale, apply=a.apply, chunk_size=a.chunk)
+            out = reconcile(store, sale, apply=a.apply, chunk_size=a.chunk,
+                            durability=_durability(a))
         except SaleMissing:
             print('sale %s does not exist in Redis: run `python -m seckill rebuild --sale %s`'
                   % (a.sale, a.sale), file=sys.stderr)
@@ -120,6 +136,25 @@ def cmd_reconcile(a: argparse.Namespace) -> int:
         if not a.every or (a.rounds and n >= a.rounds):
             return rc
         time.sleep(a.every)
+
+
+PAY_EXIT = {'PAID': 0, 'REFUND': 1, 'RETRY': 3}
+
+
+def cmd_pay(a: argparse.Namespace) -> int:
+    """pay() once: exit 0 PAID (capture), 1 REFUND (void), 3 RETRY (call again)."""
+    from .faults import Faults
+    from .pipeline.payment import pay
+    from .sale import Sale
+    r, store = _redis(a.redis), _store(a.db)
+    res = pay(store, Sale(r, a.sale), a.rid, a.ref, faults=Faults.from_env(),
+              durability=_durability(a))
+    if a.json:
+        print(json.dumps({'outcome': res.outcome, 'rid': res.rid, 'ref': res.ref,
+                          'reason': res.reason}), flush=True)
+    else:
+        print(str(res), flush=True)
+    return PAY_EXIT[res.outcome]
 
 
 def cmd_rebuild(a: argparse.Namespace) -> int:
@@ -138,7 +173,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
     from .pipeline.demo import DemoConfig, run_demo
     cfg = DemoConfig(db=a.db_kind, buyers=a.buyers, stock=a.stock, hold_ms=a.hold_ms,
                      duration_s=a.duration, workers=a.workers, out=a.out, seed=a.seed,
-                     progress=not a.no_progress)
+                     progress=not a.no_progress,
+                     redis=a.demo_redis or (a.redis if a.sentinel else None))
     return run_demo(cfg)
 
 
@@ -149,6 +185,16 @@ def parser() -> argparse.ArgumentParser:
                    help='Redis URL (default: %(default)s)')
     p.add_argument('--db', default=os.environ.get('SECKILL_DB', DEFAULT_DB),
                    help='order database URL: sqlite:path.db or postgresql://... (default: %(default)s)')
+    p.add_argument('--sentinel', action='append', metavar='HOST:PORT',
+                   help='a Sentinel (repeatable); with --service, instead of --redis')
+    p.add_argument('--service', help="the Sentinels' name of the master (with --sentinel)")
+    p.add_argument('--wait-replicas', default='auto',
+                   help="replicas a batch's or a payment's WAIT must reach: auto (every online "
+                   'replica, at least 1 once this process saw one) or a number; 0: no WAIT. A '
+                   'process per call (pay) never remembers a replica: give it a number where '
+                   'you run replicas (default: %(default)s)')
+    p.add_argument('--wait-timeout-ms', type=int, default=1000,
+                   help='how long one WAIT may block (default: %(default)s)')
     p.add_argument('-v', '--verbose', action='store_true')
     sub = p.add_subparsers(dest='command', required=True)
 
@@ -164,7 +210,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--ttl', type=int, help='key TTL in seconds')
     s.add_argument('--maxlen', type=int)
     s.add_argument('--replace', action='store_true')
+    s.add_argument('--no-fence', action='store_true',
+                   help='a sale without FENCE: it sells on a promoted master before the '
+                   'reconciler applied the ledger (docs/replication.md)')
     s.set_defaults(func=cmd_init)
+
+    s = sub.add_parser('pay', help="pay(): CONFIRM behind the WAIT gate, then the order's "
+                       'outcome (exit 0 PAID, 1 REFUND, 3 RETRY)')
+    s.add_argument('--sale', required=True)
+    s.add_argument('--rid', required=True, help='the order (reservation) id')
+    s.add_argument('--ref', required=True, help="the payment provider's reference")
+    s.add_argument('--json', action='store_true')
+    s.set_defaults(func=cmd_pay)
 
     s = sub.add_parser('worker', help='stream -> order rows (XREADGROUP, commit, XACK)')
     s.add_argument('--sale', action='append', help='sale key (repeatable; default: every sale in the database)')
@@ -200,6 +257,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--out', default='demo-out', help='folder for the chart and the report')
     s.add_argument('--seed', type=int, default=1)
     s.add_argument('--no-progress', action='store_true')
+    s.add_argument('--redis', dest='demo_redis', metavar='URL',
+                   help='run against this deployment (redis:// or redis+sentinel://; the global '
+                   '--sentinel/--service too) instead of a throwaway redis-server')
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser('functions', help='the Redis Functions library (functions/seckill.lua): '
@@ -244,14 +304,13 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
     """Exit 0 only when the draw is verified; 1 for a mismatch or a seed
     that is not its commitment; 2 when there is nothing to verify yet (no
     draw sale, not drawn, the draw not complete)."""
-    import redis
     from . import draw as d
     # bytes replies: the draw keys hash exactly the user ids the server holds
     if a.cluster:
         from redis.cluster import RedisCluster
         r = RedisCluster.from_url(a.redis, decode_responses=False, socket_timeout=30)
     else:
-        r = redis.Redis.from_url(a.redis, decode_responses=False, socket_timeout=30)
+        r = _redis(a.redis, decode_responses=False, socket_timeout=30)
     try:
         if a.split:
             from .split import SplitSale
@@ -296,7 +355,14 @@ def _verdict_lines(v) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    a = parser().parse_args(argv)
+    p = parser()
+    a = p.parse_args(argv)
+    if a.sentinel or a.service:
+        from .connect import sentinel_url
+        try:
+            a.redis = sentinel_url(a.sentinel or (), a.service or '')
+        except ValueError as exc:
+            p.error(str(exc))
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO,
                         format='%(asctime)s %(name)s %(levelname)s %(message)s', stream=sys.stderr)
     return a.func(a)

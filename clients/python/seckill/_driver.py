@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Hashable, List
 
 from . import _io
 from . import backend as be
+from . import durability as dur
 from .split_protocol import key_slot
 
 try:  # redis-py >= 4.1
@@ -113,6 +114,16 @@ class Driver:
             self._plain_replicas = int(self.r.info('replication').get('connected_slaves', 0))
         return self._plain_replicas
 
+    def _replica_info(self, step: _io.ReplicaInfo) -> dur.ReplicaState:
+        node, client = '', self.r
+        if self.cluster:
+            target = self.r.get_node_from_key(step.key)
+            node, client = target.name, self.r.get_redis_connection(target)
+        state = dur.memory_of(be.scope(self.r)).state(node)
+        if step.fresh or state.stale():
+            state.update(dur.online_replicas(client.info('replication')))
+        return state
+
     def _masters(self, step: _io.Masters) -> Any:
         if not self.cluster:
             return None, []
@@ -136,4 +147,5 @@ class Driver:
 _DO: Dict[type, Callable[[Driver, Any], Any]] = {
     _io.Call: Driver._call, _io.Round: Driver._round, _io.OnNode: Driver._on_node,
     _io.Sleep: Driver._sleep, _io.Refresh: Driver._refresh, _io.Replicas: Driver._replicas,
+    _io.ReplicaInfo: Driver._replica_info,
     _io.Masters: Driver._masters, _io.NodeName: Driver._node_name, _io.Locked: Driver._locked}

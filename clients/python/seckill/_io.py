@@ -71,6 +71,16 @@ class Replicas:
 
 
 @dataclass(frozen=True)
+class ReplicaInfo:
+    """The seckill.durability.ReplicaState of the master serving `key`, kept
+    on the client's scope: its online replica count read again (INFO
+    replication on that master) when older than a second, or at once with
+    `fresh`."""
+    key: str
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
 class Masters:
     """(owner, masters): `owner(slot)` names the master serving a slot and
     `masters` lists every master's name, from a fresh slot map; (None, [])
@@ -145,4 +155,4 @@ def pairs_dict(reply: Any) -> dict:
 
 
 __all__ = ['TRYAGAIN_DELAYS', 'TRYAGAIN_BUDGET', 'Steps', 'Call', 'Round', 'OnNode', 'Sleep',
-           'Refresh', 'Replicas', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict']
+           'Refresh', 'Replicas', 'ReplicaInfo', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict']

@@ -5,10 +5,12 @@ with redis.asyncio, and the split sale's driver on its parts."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence
+import dataclasses
+from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence
 
+from . import durability as dur
 from . import protocol as p
-from ._io import Steps, call
+from ._io import OnNode, ReplicaInfo, Steps, call
 from .protocol import ReconcileResult, Reserved, SaleMissing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -20,28 +22,86 @@ def init(key: str, total: int, *, shards: Optional[int] = None, limit: Optional[
          end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
          stream: Optional[str] = None, maxlen: Optional[int] = None,
          replace: bool = False, split: Optional[Sequence[Any]] = None,
-         draw: bool = False) -> Steps:
+         draw: bool = False, fence: bool = False) -> Steps:
     """SECKILL.INIT: True when created (or replaced), False when it existed."""
     return p.parse_init((yield from call(p.init_args(
         key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
         end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-        split=split, draw=draw))))
+        split=split, draw=draw, fence=fence))))
+
+
+def unfence(key: str) -> Steps:
+    """SECKILL.UNFENCE: 'UNFENCED', 'NOT_FENCED' or 'NO_SALE'."""
+    return p.parse_unfence((yield from call(['SECKILL.UNFENCE', key])))
+
+
+def gated(key: str, commands: Sequence[Sequence[Any]],
+          policy: dur.Durability) -> Steps:
+    """`commands`, then the gate's propagating SET and WAIT, pipelined on one
+    connection to the master serving `key` (seckill.durability): (their
+    replies, Gate). An error reply is raised. When WAIT falls short the
+    replica count is read again: a replica that left lowers what 'auto'
+    asks (WAIT again for that, on a connection that writes the SET again);
+    the sticky minimum of 1 stays."""
+    state = yield ReplicaInfo(key)
+    need = policy.required(state)
+    extra = dur.gate_commands(key, need, policy.timeout_ms) if need else []
+    replies = yield OnNode(key, [list(c) for c in commands] + extra)
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    n = len(commands)
+    if not need:
+        return replies, dur.Gate(0, 0)
+    gate = dur.Gate(dur.acked_of(replies), need)
+    if not gate.ok:
+        state = yield ReplicaInfo(key, fresh=True)
+        asked, need = need, policy.required(state)
+        gate = dur.Gate(gate.acked, need)
+        if not gate.ok and need < asked:
+            again = yield OnNode(key, dur.gate_commands(key, need, policy.timeout_ms))
+            gate = dur.Gate(dur.acked_of(again), need)
+    return replies[:n], gate
+
+
+def wait(key: str, policy: dur.Durability) -> Steps:
+    """The gate alone: every write the master serving `key` did before it
+    has reached Gate.acked replicas."""
+    _, gate = yield from gated(key, [], policy)
+    return gate
+
+
+def _send(key: str, args: List[Any], policy: Optional[dur.Durability]) -> Steps:
+    """One command: (reply, replicated): `replicated` None without a
+    policy, else whether the gate passed (seckill.durability)."""
+    if policy is None:
+        return (yield from call(args)), None
+    replies, gate = yield from gated(key, [args], policy)
+    return replies[0], gate.ok
+
+
+def _with(res: Any, replicated: Optional[bool]) -> Any:
+    return res if replicated is None else dataclasses.replace(res, replicated=replicated)
 
 
 def reserve(key: str, user: str, qty: int = 1, reqid: Optional[str] = None,
-            flags: Optional['SoldOutCache'] = None) -> Steps:
+            flags: Optional['SoldOutCache'] = None,
+            wait: Optional[dur.Durability] = None) -> Steps:
     """RESERVE. With `flags` (seckill.soldout), a sale flagged sold out is
     answered SOLD_OUT here, with no round trip (unless `reqid`'s earlier
     RESERVE got no reply: its retry must reach Redis), and the reply
-    updates the flag."""
+    updates the flag. With `wait`, RESERVE goes with the gate on one
+    connection and Reserved.replicated says whether it passed."""
     args = p.reserve_args(key, user, qty, reqid)
     if flags is None:
-        return p.parse_reserved((yield from call(args)))
+        reply, replicated = yield from _send(key, args, wait)
+        return _with(p.parse_reserved(reply), replicated)
     if not flags.retrying(reqid) and flags.check(key):
         return Reserved(p.SOLD_OUT, None, 0)
     token = flags.token(key)
     try:
-        res = p.parse_reserved((yield from call(args)))
+        reply, replicated = yield from _send(key, args, wait)
+        res = _with(p.parse_reserved(reply), replicated)
     except BaseException:
         flags.failed(key, reqid)
         raise
@@ -50,9 +110,11 @@ def reserve(key: str, user: str, qty: int = 1, reqid: Optional[str] = None,
     return res
 
 
-def _settle(key: str, rid: str, command: str, flags: Optional['SoldOutCache']) -> Steps:
+def _settle(key: str, rid: str, command: str, flags: Optional['SoldOutCache'],
+            wait: Optional[dur.Durability] = None) -> Steps:
     token = flags.token(key) if flags is not None else 0
-    res = p.parse_settled((yield from call(['SECKILL.' + command, key, rid])), command)
+    reply, replicated = yield from _send(key, ['SECKILL.' + command, key, rid], wait)
+    res = _with(p.parse_settled(reply, command), replicated)
     if flags is not None:
         flags.settled(key, token, res)
     return res
@@ -63,8 +125,11 @@ def release(key: str, rid: str, flags: Optional['SoldOutCache'] = None) -> Steps
     return (yield from _settle(key, rid, 'RELEASE', flags))
 
 
-def confirm(key: str, rid: str, flags: Optional['SoldOutCache'] = None) -> Steps:
-    return (yield from _settle(key, rid, 'CONFIRM', flags))
+def confirm(key: str, rid: str, flags: Optional['SoldOutCache'] = None,
+            wait: Optional[dur.Durability] = None) -> Steps:
+    """CONFIRM; with `wait`, with the gate on one connection
+    (Settled.replicated)."""
+    return (yield from _settle(key, rid, 'CONFIRM', flags, wait))
 
 
 def info(key: str) -> Steps:

@@ -112,12 +112,16 @@ class RedisServer:
         if self.replicaof is not None:
             cmd += ['--replicaof', '127.0.0.1', str(self.replicaof.port)]
         cmd += self.args
+        return self._launch(cmd, 'redis-server on port %d did not start (%s)'
+                            % (self.port, self.log))
+
+    def _launch(self, cmd: List[str], what: str) -> 'RedisServer':
+        """Runs `cmd`, then waits until the port answers PING."""
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         c = self.client()
         try:
-            _wait(lambda: c.ping(), 10, 'redis-server on port %d did not start (%s)'
-                  % (self.port, self.log))
+            _wait(lambda: c.ping(), 10, what)
         finally:
             c.close()
         return self
@@ -166,6 +170,33 @@ class RedisServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+class SentinelServer(RedisServer):
+    """redis-sentinel (Debian's package) watching one master as `service`,
+    in its own temporary folder (Sentinel rewrites its config file).
+    `down_after_ms`: how long the master may be silent before it is judged
+    down; `failover_timeout_ms` bounds a failover's steps. client(), kill()
+    and stop() are RedisServer's."""
+
+    def __init__(self, master: RedisServer, service: str = 'seckill', quorum: int = 2,
+                 down_after_ms: int = 500, failover_timeout_ms: int = 2000,
+                 port: Optional[int] = None, binary: str = 'redis-sentinel'):
+        super().__init__(port=port, binary=binary, load_module=False)
+        self.conf = os.path.join(self.dir, 'sentinel.conf')
+        with open(self.conf, 'w') as f:
+            f.write('port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\n'
+                    'sentinel monitor %s 127.0.0.1 %d %d\n'
+                    'sentinel down-after-milliseconds %s %d\n'
+                    'sentinel failover-timeout %s %d\n'
+                    'sentinel parallel-syncs %s 1\n'
+                    % (self.port, self.dir, self.log, service, master.port, quorum, service,
+                       down_after_ms, service, failover_timeout_ms, service))
+
+    def start(self) -> 'SentinelServer':
+        self._launch([self.binary, self.conf],
+                     'redis-sentinel on port %d did not start (%s)' % (self.port, self.log))
+        return self
 
 
 def pg_bindir() -> str:

@@ -25,12 +25,13 @@ from .protocol import ProtocolError, text
 
 # ENTER statuses, in the order the module checks them.
 NO_SALE = p.NO_SALE
+FENCED = p.FENCED            # checked right after NO_SALE: retry later
 ALREADY_ENTERED = 'ALREADY_ENTERED'
 DRAWN = 'DRAWN'
 NOT_STARTED = p.NOT_STARTED
 ENDED = p.ENDED
 ENTERED = 'ENTERED'
-ENTER_STATUSES = (NO_SALE, ALREADY_ENTERED, DRAWN, NOT_STARTED, ENDED, ENTERED)
+ENTER_STATUSES = (NO_SALE, FENCED, ALREADY_ENTERED, DRAWN, NOT_STARTED, ENDED, ENTERED)
 
 # ENTRANTS results.
 R_ENTERED = 'entered'        # not a reservation: not drawn yet, or on the waitlist

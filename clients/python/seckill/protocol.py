@@ -22,7 +22,14 @@ LIMIT = 'LIMIT'
 SOLD_OUT = 'SOLD_OUT'
 RESERVED = 'RESERVED'
 DRAW = 'DRAW'                # a draw sale refuses RESERVE (checked right after NO_SALE)
-RESERVE_STATUSES = (NO_SALE, DRAW, DUPLICATE, NOT_STARTED, ENDED, LIMIT, SOLD_OUT, RESERVED)
+FENCED = 'FENCED'            # a FENCE sale on a promoted or restarted master: retry later
+RESERVE_STATUSES = (NO_SALE, DRAW, FENCED, DUPLICATE, NOT_STARTED, ENDED, LIMIT, SOLD_OUT,
+                    RESERVED)
+
+# UNFENCE replies (docs/commands.md, SECKILL.UNFENCE).
+UNFENCED = 'UNFENCED'
+NOT_FENCED = 'NOT_FENCED'
+UNFENCE_STATUSES = (UNFENCED, NOT_FENCED, NO_SALE)
 
 # RELEASE / CONFIRM statuses.
 RELEASED = 'RELEASED'
@@ -98,10 +105,13 @@ def _check_id(value: str, what: str) -> str:
 
 @dataclass(frozen=True)
 class Reserved:
-    """SECKILL.RESERVE's reply: [status, reservation id or nil, remaining]."""
+    """SECKILL.RESERVE's reply: [status, reservation id or nil, remaining].
+    `replicated`: None unless reserve() was asked to WAIT (`wait=`); then
+    whether the required replicas had the reservation within the timeout."""
     status: str
     rid: Optional[str]
     remaining: int
+    replicated: Optional[bool] = None
 
     @property
     def ok(self) -> bool:
@@ -111,9 +121,11 @@ class Reserved:
 
 @dataclass(frozen=True)
 class Settled:
-    """SECKILL.RELEASE / SECKILL.CONFIRM's reply: [status, remaining]."""
+    """SECKILL.RELEASE / SECKILL.CONFIRM's reply: [status, remaining].
+    `replicated`: as Reserved's (confirm(..., wait=...))."""
     status: str
     remaining: int
+    replicated: Optional[bool] = None
 
 
 @dataclass
@@ -138,12 +150,14 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
               end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
               stream: Optional[str] = None, maxlen: Optional[int] = None,
               replace: bool = False, split: Optional[Sequence[Any]] = None,
-              draw: bool = False) -> List[Any]:
+              draw: bool = False, fence: bool = False) -> List[Any]:
     """SECKILL.INIT's argument list. Range checks stay with the module (it
     names the bad argument); this only refuses what cannot be sent.
     `split`: the `SPLIT round n peer ...` words of a split sale's key
     (seckill.split_protocol.Layout.split_args). `draw`: a draw sale
-    (docs/draw-sales.md; END is required)."""
+    (docs/draw-sales.md; END is required). `fence`: a FENCE sale, which
+    refuses to sell (FENCED) on a master promoted or restarted since INIT
+    until SECKILL.UNFENCE (docs/replication.md)."""
     if draw and end_ms is None:
         raise ValueError('a draw sale needs end_ms: the end of registration')
     if maxlen is not None and stream is None:
@@ -161,6 +175,8 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
         args += list(split)
     if draw:
         args.append('DRAW')
+    if fence:
+        args.append('FENCE')
     if replace:
         args.append('REPLACE')
     return args
@@ -191,6 +207,11 @@ def parse_reserved(reply: Any) -> Reserved:
     status = _status(reply[0], RESERVE_STATUSES, 'SECKILL.RESERVE')
     rid = text(reply[1])
     return Reserved(status, rid if rid not in (None, '') else None, _int(reply[2], 'remaining'))
+
+
+def parse_unfence(reply: Any) -> str:
+    """SECKILL.UNFENCE's simple-string reply: UNFENCED, NOT_FENCED or NO_SALE."""
+    return _status(reply, UNFENCE_STATUSES, 'SECKILL.UNFENCE')
 
 
 def parse_settled(reply: Any, command: str) -> Settled:

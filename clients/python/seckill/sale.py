@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 
 from . import _draw_ops, _ops
+from . import durability as dur
 from . import draw as d
 from . import protocol as p
 from ._driver import Driver
@@ -53,7 +54,7 @@ class Sale:
              end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
              stream: Optional[str] = None, maxlen: Optional[int] = None,
              replace: bool = False, split: Optional[Sequence[Any]] = None,
-             draw: bool = False) -> bool:
+             draw: bool = False, fence: bool = False) -> bool:
         """SECKILL.INIT. True when created (or replaced), False when the sale
         already existed and nothing changed. `split`: `SPLIT round n peer
         ...` for a key of a split sale (SplitSale passes it). `draw`: a draw
@@ -62,21 +63,45 @@ class Sale:
         return self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split, draw=draw))
+            split=split, draw=draw, fence=fence))
 
     create = init
     """The same as init: `Sale(r, key).create(100, end_ms=..., draw=True)`."""
 
-    def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
+    def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None, *,
+                wait: Any = None) -> Reserved:
         """SECKILL.RESERVE -> Reserved(status, rid, remaining). Pass your own
-        `reqid` (the order id) for anything you may need to reconcile."""
-        return self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout))
+        `reqid` (the order id) for anything you may need to reconcile.
+
+        `wait` (a seckill.durability.Durability, True for the default one,
+        or a replica count): RESERVE, a propagating SET and WAIT go on one
+        connection, and Reserved.replicated says whether the required
+        replicas had the reservation within the timeout (a failover then
+        cannot lose it); without it `replicated` is None and nothing is
+        added. FENCED: the sale waits for its reconcile; retry later."""
+        return self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout,
+                                     wait=dur.resolve(wait)))
 
     def release(self, rid: str) -> Settled:
         return self._run(_ops.release(self.key, rid, self.soldout))
 
-    def confirm(self, rid: str) -> Settled:
-        return self._run(_ops.confirm(self.key, rid, self.soldout))
+    def confirm(self, rid: str, *, wait: Any = None) -> Settled:
+        """SECKILL.CONFIRM -> Settled(status, remaining); `wait` as reserve's
+        (Settled.replicated)."""
+        return self._run(_ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
+
+    def wait(self, durability: Any = True) -> dur.Gate:
+        """The WAIT gate alone (a propagating SET and WAIT on one connection
+        to the sale's master): Gate(acked, need); `.ok` when every write
+        the master did before it reached the required replicas."""
+        return self._run(_ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
+
+    def unfence(self) -> str:
+        """SECKILL.UNFENCE: 'UNFENCED' (the sale was fenced since a failover or
+        restart; it sells again), 'NOT_FENCED' (nothing to do, or not a
+        FENCE sale), 'NO_SALE'. Lift a fence only once the order ledger was
+        applied (the reconciler's apply does it: docs/replication.md)."""
+        return self._run(_ops.unfence(self.key))
 
     def info(self) -> Optional[Dict[str, Any]]:
         """The report, or None when the key does not exist."""

@@ -214,9 +214,22 @@ def store(db):
     return db.store()
 
 
+def fence_supported(r):
+    """Whether the server's backend has the fence (SECKILL.UNFENCE answers
+    NO_SALE for a missing key; an older build: unknown command)."""
+    import redis as _redis
+    from seckill import Sale
+    try:
+        return Sale(r, '{fence-probe}:none').unfence() == 'NO_SALE'
+    except _redis.ResponseError:
+        return False
+
+
 def make_sale(store, r, total=10, hold_ms=0, limit=1, key=KEY, stream=STREAM, **kw):
+    """The pipeline's sale (create_sale: a FENCE sale where the build has
+    the fence)."""
     cfg = SaleConfig(key, total, stream=stream, limit=limit, hold_ms=hold_ms or None, **kw)
-    create_sale(store, r, cfg)
+    create_sale(store, r, cfg, fence=fence_supported(r))
     return store.load_sale(key)
 
 

@@ -1,5 +1,6 @@
 """The command line: init, worker, and the demo end to end (a small sale)."""
 
+import json
 import re
 import socket
 import subprocess
@@ -7,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import fence_supported
 from seckill import Sale
 
 
@@ -33,6 +35,22 @@ def test_init_and_worker(db, redis_server, r):
     assert (cfg.total, cfg.limit, cfg.hold_ms, cfg.stream) == (5, 2, 60000, 'sale:{c}:ev')
     assert [o.state for o in store.orders('sale:{c}')] == ['UNPAID'] * 3
     assert cli(*base, 'worker', '--sale', 'sale:{nope}').returncode == 2
+    # pay: exit 0 PAID, 1 REFUND (an id Redis never knew: lost)
+    res = cli(*base, 'pay', '--sale', 'sale:{c}', '--rid', 'o0', '--ref', 'p0', '--json')
+    assert (res.returncode, json.loads(res.stdout)['outcome']) == (0, 'PAID'), res.stderr
+    res = cli(*base, 'pay', '--sale', 'sale:{c}', '--rid', 'nope', '--ref', 'p9')
+    assert (res.returncode, res.stdout.strip()) == (1, 'nope REFUND (lost)'), res.stderr
+    assert store.order('o0').state == 'PAID' and sale.get('o0')['state'] == 'confirmed'
+
+
+def test_init_makes_fence_sales(db, redis_server, r):
+    if not fence_supported(r):
+        pytest.skip('this build has no SECKILL.UNFENCE (the fence)')
+    base = ['--redis', redis_server.url, '--db', db.url]
+    assert cli(*base, 'init', '--sale', 'sale:{f}', '--total', '5').returncode == 0
+    assert cli(*base, 'init', '--sale', 'sale:{n}', '--total', '5', '--no-fence').returncode == 0
+    assert Sale(r, 'sale:{f}').info()['fence'] == 'clear'
+    assert 'fence' not in Sale(r, 'sale:{n}').info()
 
 
 def closed(port):

@@ -2,12 +2,16 @@
 replica never applies (the replica's link is paused with CLIENT PAUSE
 WRITE), the master dies, the replica is promoted. The order database has
 what the lost master told the worker and the payments; the reconciler
-reports every difference and repairs it."""
+reports every difference and repairs it. The WAIT gate would have refused
+those orders and payments (tests/test_durability.py): here it is off
+(durability=OFF), the setting of a deployment that chose not to wait, so
+the reconciler has something to repair."""
 
 import pytest
 
 from conftest import KEY, STREAM, orders_for
 from seckill import Sale
+from seckill.durability import OFF
 from seckill.pipeline.payment import cancel_order, pay
 from seckill.pipeline.reconciler import RELEASE, RESTORE, reconcile
 from seckill.pipeline.worker import Worker, backlog
@@ -35,9 +39,10 @@ def test_failover_that_lost_writes_is_repaired(db, r, redis_server, replica):
     # The last writes: taken by the master, seen by the worker and the payments.
     for i in range(10, 15):
         sale.reserve('u%d' % i, reqid='o%d' % i)
+    w.durability = OFF
     w.drain()
     for rid in ('o10', 'o11', 'o5', 'o6'):
-        assert pay(store, sale, rid, 'p-' + rid).outcome == 'PAID'
+        assert pay(store, sale, rid, 'p-' + rid, durability=OFF).outcome == 'PAID'
     assert cancel_order(store, sale, 'o7') is True
     w.drain()
     assert backlog(r, STREAM) == (0, 0)

@@ -21,8 +21,15 @@ pytestmark = pytest.mark.both_backends   # the module and the Functions library 
 
 
 def test_pay_answers(db, r):
-    store, sale, _ = orders_for(db, r, 3)
-    assert pay(store, sale, 'nope', 'p').outcome == 'RETRY'
+    store, sale, _ = orders_for(db, r, 3, total=4)
+    # Redis never heard of the id (a reservation a failover lost): decided
+    lost = pay(store, sale, 'nope', 'p')
+    assert (lost.outcome, lost.reason, lost.captured) == ('REFUND', 'lost', False)
+    assert store.order('nope') is None and sale.get('nope') is None
+    # Redis knows it, the worker has not written it yet: undecided
+    assert sale.reserve('u9', reqid='o9').status == 'RESERVED'
+    assert (pay(store, sale, 'o9', 'p9').outcome, pay(store, sale, 'o9', 'p9').reason) == \
+        ('RETRY', 'no_order')
     res = pay(store, sale, 'o0', 'p0')
     assert (res.outcome, res.captured) == ('PAID', True)
     assert sale.get('o0')['state'] == 'confirmed'

@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from conftest import KEY, STREAM, WorkerThread, make_sale, wait_for
+from conftest import KEY, STREAM, WorkerThread, fence_supported, make_sale, wait_for
 from seckill import Sale
 from seckill.backend import to_functions
 from seckill.faults import EXIT_CODE
 from seckill.pipeline.payment import pay
+from seckill.pipeline.reconciler import reconcile
 from seckill.pipeline.retry import Backoff
 from seckill.pipeline.worker import Worker, backlog
 
@@ -229,7 +230,10 @@ def test_worker_rides_out_a_redis_restart(db, r, redis_server):
         r.execute_command('SAVE')
         redis_server.restart()   # o1 may or may not have been acknowledged: both are fine
         # (redis-py reconnects by itself; past its retries the worker backs off)
-        sale.reserve('u2', reqid='o2')
+        if fence_supported(r):   # a restarted master fences the sale: the reconciler lifts it
+            assert sale.reserve('u2', reqid='o2').status == 'FENCED'
+            assert reconcile(store, sale, apply=True).unfence == 'UNFENCED'
+        assert sale.reserve('u2', reqid='o2').status == 'RESERVED'
         wait_for(lambda: store.order('o2') is not None and drained(r), what='o2 after the restart')
     assert {o.rid for o in store.orders(KEY)} == {'o0', 'o1', 'o2'}
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .. import _draw_ops, _ops
+from .. import durability as dur
 from .. import draw as d
 from .. import protocol as p
 from .. import split_protocol as sp
@@ -72,25 +73,38 @@ class Sale:
                    end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
                    stream: Optional[str] = None, maxlen: Optional[int] = None,
                    replace: bool = False, split: Optional[Sequence[Any]] = None,
-                   draw: bool = False) -> bool:
+                   draw: bool = False, fence: bool = False) -> bool:
         return await self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split, draw=draw))
+            split=split, draw=draw, fence=fence))
 
     create = init
 
-    async def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None) -> Reserved:
+    async def reserve(self, user: str, qty: int = 1, reqid: Optional[str] = None, *,
+                      wait: Any = None) -> Reserved:
+        """seckill.Sale.reserve, awaited (`wait`: Reserved.replicated)."""
         self._watch()
-        return await self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout))
+        return await self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout,
+                                            wait=dur.resolve(wait)))
 
     async def release(self, rid: str) -> Settled:
         self._watch()
         return await self._run(_ops.release(self.key, rid, self.soldout))
 
-    async def confirm(self, rid: str) -> Settled:
+    async def confirm(self, rid: str, *, wait: Any = None) -> Settled:
+        """SECKILL.CONFIRM -> Settled(status, remaining); `wait` as reserve's
+        (Settled.replicated)."""
         self._watch()
-        return await self._run(_ops.confirm(self.key, rid, self.soldout))
+        return await self._run(_ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
+
+    async def wait(self, durability: Any = True) -> dur.Gate:
+        """seckill.Sale.wait, awaited."""
+        return await self._run(_ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
+
+    async def unfence(self) -> str:
+        """seckill.Sale.unfence, awaited."""
+        return await self._run(_ops.unfence(self.key))
 
     async def info(self) -> Optional[Dict[str, Any]]:
         return await self._run(_ops.info(self.key))

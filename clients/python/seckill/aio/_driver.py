@@ -9,6 +9,7 @@ from typing import Any, Awaitable, Callable, Dict, Hashable, List
 
 from .. import _io
 from .. import backend as be
+from .. import durability as dur
 from ..split_protocol import key_slot
 
 try:  # redis-py >= 4.3
@@ -124,6 +125,20 @@ class AsyncDriver:
             self._plain_replicas = int(info.get('connected_slaves', 0))
         return self._plain_replicas
 
+    async def _replica_info(self, step: _io.ReplicaInfo) -> dur.ReplicaState:
+        node = ''
+        if self.cluster:
+            target = self.r.get_node_from_key(step.key)
+            node = target.name
+        state = dur.memory_of(be.scope(self.r)).state(node)
+        if step.fresh or state.stale():
+            if self.cluster:
+                info = await self.r.info('replication', target_nodes=target)
+            else:
+                info = await self.r.info('replication')
+            state.update(dur.online_replicas(info))
+        return state
+
     async def _masters(self, step: _io.Masters) -> Any:
         if not self.cluster:
             return None, []
@@ -149,5 +164,6 @@ _DO: Dict[type, Callable[[AsyncDriver, Any], Awaitable[Any]]] = {
     _io.Call: AsyncDriver._call, _io.Round: AsyncDriver._round,
     _io.OnNode: AsyncDriver._on_node, _io.Sleep: AsyncDriver._sleep,
     _io.Refresh: AsyncDriver._refresh, _io.Replicas: AsyncDriver._replicas,
+    _io.ReplicaInfo: AsyncDriver._replica_info,
     _io.Masters: AsyncDriver._masters, _io.NodeName: AsyncDriver._node_name,
     _io.Locked: AsyncDriver._locked}

@@ -23,9 +23,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..protocol import LIMIT, RESERVED, SOLD_OUT
+from ..protocol import FENCED, LIMIT, RESERVED, SOLD_OUT
 from ..sale import Sale
 from .._servers import PostgresServer, RedisServer
+from ..connect import close_follower, connect
 from .payment import OUT_PAID, OUT_RETRY, cancel_order, pay
 from .reconciler import create_sale, reconcile
 from .store import CANCELLED, PAID, UNPAID, SaleConfig, open_store
@@ -103,6 +104,7 @@ def run_demo(cfg: DemoConfig) -> int:
     os.makedirs(cfg.out, exist_ok=True)
     rnd = random.Random(cfg.seed)
     redis_srv: Optional[RedisServer] = None
+    r: Any = None
     pg: Optional[PostgresServer] = None
     store = None
     workers: Dict[str, subprocess.Popen] = {}
@@ -120,8 +122,15 @@ def run_demo(cfg: DemoConfig) -> int:
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
         say = _printer(cfg)
-        say('starting redis-server with the module%s...' % (' and PostgreSQL' if cfg.db == 'postgres' else ''))
-        redis_srv = RedisServer().start()
+        if cfg.redis:
+            say('using the Redis deployment at %s%s' % (cfg.redis, ' and starting PostgreSQL'
+                                                        if cfg.db == 'postgres' else ''))
+            redis_url, where = cfg.redis, cfg.redis
+        else:
+            say('starting redis-server with the module%s...'
+                % (' and PostgreSQL' if cfg.db == 'postgres' else ''))
+            redis_srv = RedisServer().start()
+            redis_url, where = redis_srv.url, 'redis-server on port %d' % redis_srv.port
         if cfg.db == 'postgres':
             pg = PostgresServer().start()
             db_url = pg.create_database('seckill_demo')
@@ -133,12 +142,12 @@ def run_demo(cfg: DemoConfig) -> int:
             db_url = 'sqlite://' + db_path
         store = open_store(db_url)
         store.create_schema()
-        r = redis_srv.client(max_connections=64)
+        r = connect(redis_url, max_connections=64)
         sale = Sale(r, SALE_KEY)
         scfg = SaleConfig(SALE_KEY, cfg.stock, stream=STREAM_KEY, shards=4, limit=1,
                           hold_ms=cfg.hold_ms, expires_at_ms=sale.server_ms() + 3600 * 1000)
         create_sale(store, r, scfg)
-        say('redis-server on port %d, orders in %s' % (redis_srv.port, 'PostgreSQL on port %d' % pg.port
+        say('%s, orders in %s' % (where, 'PostgreSQL on port %d' % pg.port
                                                        if pg else db_path))
         say('sale %s: %d units, LIMIT 1, HOLD %d ms; %d buyers over %.0f s; %d workers'
             % (SALE_KEY, cfg.stock, cfg.hold_ms, cfg.buyers, cfg.duration_s, cfg.workers))
@@ -147,7 +156,7 @@ def run_demo(cfg: DemoConfig) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.remove(wlog)
         for i in range(1, cfg.workers + 1):
-            workers['w%d' % i] = _spawn_worker(redis_srv.url, db_url, 'w%d' % i, wlog)
+            workers['w%d' % i] = _spawn_worker(redis_url, db_url, 'w%d' % i, wlog)
 
         tally = Tally()
         t0 = time.monotonic()
@@ -223,7 +232,7 @@ def run_demo(cfg: DemoConfig) -> int:
                         tally.limit += 1
                 if res.status == RESERVED:
                     fate(res.rid)
-                elif res.status == SOLD_OUT and attempt < 12:
+                elif res.status in (SOLD_OUT, FENCED) and attempt < 12:   # FENCED: retry later
                     due = time.monotonic() + rnd.uniform(0.3, 2.5)
                     if due < sale_end:
                         buyers_pool.at(due, buyer_task(n, attempt + 1))
@@ -295,7 +304,7 @@ def run_demo(cfg: DemoConfig) -> int:
                     chaos['restart_at'] = time.monotonic() + 3.0
             elif chaos['restart_at'] is not None and now >= chaos['restart_at'] \
                     and chaos['restart_at'] > 0:
-                workers['w1'] = _spawn_worker(redis_srv.url, db_url, 'w1', wlog)
+                workers['w1'] = _spawn_worker(redis_url, db_url, 'w1', wlog)
                 chaos['restart_at'] = -1.0
                 note('worker w1 restarted')
             return chaos['restart_at'] == -1.0
@@ -368,6 +377,8 @@ def run_demo(cfg: DemoConfig) -> int:
                 p.wait(5)
         if store is not None:
             store.close()
+        if r is not None:
+            close_follower(r)
         if redis_srv is not None:
             redis_srv.stop()
         if pg is not None:

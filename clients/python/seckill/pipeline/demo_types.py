@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -26,6 +26,7 @@ class DemoConfig:
     double_pay_ratio: float = 0.05  # a second, different payment of a paid order
     buyer_threads: int = 16
     pay_threads: int = 4
+    redis: Optional[str] = None  # a deployment's URL (redis+sentinel:// too); None: start one
 
 
 @dataclass

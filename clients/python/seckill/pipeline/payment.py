@@ -16,7 +16,17 @@ what to do with that money:
   was over anyway).
 - RETRY: nothing decided, nothing captured: the order is not in the
   database yet (the worker has not written it), the sale is missing in
-  Redis (rebuild it), or Redis or the database is down. Call again.
+  Redis (rebuild it), Redis or the database is down, or the CONFIRM did
+  not reach the required replicas in time (`not_replicated`). Call again.
+
+Replicas (seckill.durability, docs/pipeline.md): CONFIRM, a propagating
+SET and WAIT go on one connection, and the order becomes PAID only when
+WAIT answered the required replicas (`durability`, default: every online
+replica, at least 1 once this client saw the master with one). A
+failover can then not lose a CONFIRM whose money was captured, and a
+split-brain master (it lost its replicas) captures nothing. A CONFIRM
+that answers ALREADY_CONFIRMED (a retry) propagates nothing, which is
+why the SET is always sent: the WAIT then covers the first CONFIRM too.
 
 The steps, and what a crash between them leaves:
 
@@ -35,6 +45,17 @@ The steps, and what a crash between them leaves:
    taken again with RECONCILE ... APPLY if its hold is not over, else
    cancelled.
 
+No order in the database: usually the worker has not written it yet
+(RETRY `no_order`). But a buyer told RESERVED whose reservation a
+failover lost has no order and never will: the stream entry was lost with
+the reservation, so no worker can write it. pay() then asks Redis: when
+the sale exists and SECKILL.GET does not know the id (Redis keeps even
+released reservations, so it knows every id it holds or held), nothing
+can ever confirm that unit for this payment: REFUND `lost`, nothing
+captured, no order written. Had the id been known (pending, say), the
+entry is on its way to a worker: RETRY. If the buyer reserves again with
+the same REQID later, that is a new reservation and a new payment.
+
 So money is captured (PAID) only after Redis confirmed the unit, and a
 confirmed unit never goes back to stock: money is never taken for a unit
 that went back to stock. And an order is PAID at most once (guarded
@@ -47,6 +68,7 @@ import logging
 from dataclasses import dataclass
 from typing import Optional
 
+from .. import durability as dur
 from ..errors import transient
 from ..faults import NONE, Faults
 from ..protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
@@ -90,10 +112,14 @@ def final(order: Optional[Order], rid: str, ref: str) -> PayResult:
     return PayResult(OUT_RETRY, rid, ref, 'undecided')
 
 
-def pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults = NONE) -> PayResult:
-    """See the module docstring. Never raises for an outage: RETRY."""
+def pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults = NONE,
+        durability: dur.Durability = dur.DEFAULT) -> PayResult:
+    """See the module docstring. Never raises for an outage: RETRY.
+    `durability`: the replicas a CONFIRM must reach before the money is
+    captured (seckill.durability.OFF: none, no WAIT)."""
     try:
-        return _pay(store, sale, rid, ref, faults)
+        durability = dur.setting(durability)
+        return _pay(store, sale, rid, ref, faults, None if durability.off else durability)
     except StoreUnavailable as exc:
         log.warning('pay %s: database unavailable: %s', rid, exc)
         return PayResult(OUT_RETRY, rid, ref, 'db_unavailable')
@@ -106,9 +132,12 @@ def pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults = NONE) -> 
         raise
 
 
-def _pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults) -> PayResult:
+def _pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults,
+         wait: Optional[dur.Durability]) -> PayResult:
     order = store.order(rid)
-    if order is None or order.state != UNPAID:
+    if order is None:
+        return _no_order(store, sale, rid, ref)
+    if order.state != UNPAID:
         return final(order, rid, ref)
     if order.sale != sale.key:
         raise ValueError('order %s belongs to sale %s, not %s' % (rid, order.sale, sale.key))
@@ -118,8 +147,11 @@ def _pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults) -> PayRes
         return final(order, rid, ref)
     faults('pay_after_start')
 
-    status = sale.confirm(rid).status                          # 2
+    settled = sale.confirm(rid, wait=wait)                     # 2
+    status = settled.status
     if status in (CONFIRMED, ALREADY_CONFIRMED):
+        if settled.replicated is False:
+            return PayResult(OUT_RETRY, rid, ref, 'not_replicated')
         faults('pay_after_confirm')
         store.mark_paid(rid, ref)                              # 3
     elif status == RELEASED:
@@ -128,9 +160,25 @@ def _pay(store: Store, sale: Sale, rid: str, ref: str, faults: Faults) -> PayRes
         _lost(store, sale, order)
         order = store.order(rid)
         if order is not None and order.state == UNPAID:
+            if wait is not None and not sale.wait(wait).ok:    # APPLY's CONFIRM on replicas
+                return PayResult(OUT_RETRY, rid, ref, 'not_replicated')
             faults('pay_after_confirm')
             store.mark_paid(rid, ref)
     return final(store.order(rid), rid, ref)
+
+
+def _no_order(store: Store, sale: Sale, rid: str, ref: str) -> PayResult:
+    """No order row (see the module docstring): RETRY while Redis knows the
+    reservation (the worker will write it) or the sale is missing, REFUND
+    `lost` when the sale exists and has never heard of the id."""
+    if sale.get(rid) is not None:
+        return PayResult(OUT_RETRY, rid, ref, 'no_order')
+    if sale.info() is None:
+        return PayResult(OUT_RETRY, rid, ref, 'sale_missing')
+    order = store.order(rid)          # written meanwhile (a replayed batch, a restore)
+    if order is not None:
+        return final(order, rid, ref)
+    return PayResult(OUT_REFUND, rid, ref, 'lost')
 
 
 def _lost(store: Store, sale: Sale, order: Order) -> None:

@@ -24,6 +24,19 @@ rows:
 Without apply nothing changes (no EXPIRE either): the outcome says what
 apply would do.
 
+Replicas: MARK_PAID (the one repair that turns a CONFIRM into captured
+money) runs only after the WAIT gate (seckill.durability) answered the
+required replicas for everything the master did before it, the report
+that classified the order included; short, the marks wait for the next
+pass (`not_replicated` in the outcome).
+
+The fence (docs/replication.md): a FENCE sale refuses to sell on a master
+promoted or restarted since it was created. With apply, once every chunk
+of the PAID orders was applied (RECONCILE ... APPLY: the ledger's units
+are the sale's again), the reconciler lifts it (SECKILL.UNFENCE) and then
+restores the lost UNPAID holds (a RESERVE: refused while fenced); the
+outcome says `fence lifted`.
+
 rebuild() is the same pass against a sale that Redis lost, built under a
 staging key in the sale's slot and published with one RENAMENX once it
 holds every order: a buyer retrying through the outage gets NO_SALE until
@@ -47,9 +60,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import redis
 
 from .. import backend as be
+from .. import durability as dur
 from .. import protocol as p
 from .._driver import Driver
-from ..protocol import DUPLICATE, RELEASED, ALREADY_RELEASED, RESERVED, ReconcileResult, text
+from ..protocol import (DUPLICATE, FENCED, RELEASED, ALREADY_RELEASED, RESERVED, UNFENCED,
+                        ReconcileResult, text)
 from ..sale import Sale, SaleMissing
 from ..split_protocol import hash_tag, key_slot
 from .store import CANCELLED, PAID, UNPAID, Order, SaleConfig, Store
@@ -110,6 +125,10 @@ class Outcome:
     done: Dict[str, List[str]] = field(default_factory=dict)
     report: Optional[Dict[str, Any]] = None
     ledger: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    unfence: Optional[str] = None
+    """With apply: SECKILL.UNFENCE's answer (UNFENCED: the fence was lifted)."""
+    not_replicated: List[str] = field(default_factory=list)
+    """MARK_PAID repairs left for the next pass: the WAIT gate fell short."""
 
     @property
     def paid_repaired(self) -> List[str]:
@@ -142,6 +161,7 @@ class Outcome:
             'paid_repaired': self.paid_repaired, 'conflicts': self.conflicts,
             'planned': [list(a) for a in self.planned], 'done': self.done,
             'report': self.report, 'ledger': self.ledger, 'stuck_units': self.stuck_units,
+            'unfence': self.unfence, 'not_replicated': self.not_replicated,
         }
 
     def lines(self) -> List[str]:
@@ -177,6 +197,13 @@ class Outcome:
                                               for s, v in self.ledger.items()))
         if self.stuck_units:
             out.append('  units confirmed in Redis without a PAID order: %d' % self.stuck_units)
+        if self.not_replicated:
+            out.append('  not replicated (WAIT short): %d PAID marks left for the next pass %s'
+                       % (len(self.not_replicated), _few(self.not_replicated)))
+        if self.unfence == UNFENCED:
+            out.append('  fence lifted: the sale sells again (SECKILL.UNFENCE)')
+        elif self.report is not None and self.report.get('fence') == 'fenced':
+            out.append('  FENCED: the sale refuses to sell until reconcile --apply lifts the fence')
         return out
 
 
@@ -184,14 +211,19 @@ def _few(ids: List[str], n: int = 5) -> str:
     return '[%s%s]' % (', '.join(ids[:n]), ', ...' if len(ids) > n else '')
 
 
-def reconcile(store: Store, sale: Sale, apply: bool = False, chunk_size: int = 1000) -> Outcome:
+def reconcile(store: Store, sale: Sale, apply: bool = False, chunk_size: int = 1000,
+              durability: dur.Durability = dur.DEFAULT) -> Outcome:
     """One reconcile pass over every order of the sale. Raises SaleMissing
-    when the sale is gone from Redis (use rebuild)."""
-    return _reconcile(store, sale.key, sale, apply, chunk_size)
+    when the sale is gone from Redis (use rebuild). With apply, lifts the
+    sale's fence once the PAID orders are applied (the module docstring).
+    `durability`: the WAIT gate before MARK_PAID repairs."""
+    return _reconcile(store, sale.key, sale, apply, chunk_size,
+                      durability=dur.setting(durability))
 
 
 def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_size: int,
-               tick: Optional[Callable[[], None]] = None) -> Outcome:
+               tick: Optional[Callable[[], None]] = None,
+               durability: dur.Durability = dur.DEFAULT) -> Outcome:
     """reconcile() of the orders the database keeps under `ledger_key`
     against `sale` (the same key, or rebuild's staging key). `tick` is
     called between steps (rebuild keeps its lock alive with it)."""
@@ -207,8 +239,15 @@ def _reconcile(store: Store, ledger_key: str, sale: Sale, apply: bool, chunk_siz
     planned = plan(unpaid, cancelled, orders, sale.server_ms())
     out = Outcome(ledger_key, apply, paid, unpaid, cancelled, planned)
     if apply:
+        if (paid.report or {}).get('fence') == 'fenced':
+            out.unfence = sale.unfence()
+        marks = [rid for action, rid in planned if action == MARK_PAID]
+        if marks and not durability.off and not sale.wait(durability).ok:
+            out.not_replicated = marks
+            planned = [a for a in planned if a[0] != MARK_PAID]
         out.done = _execute(store, sale, planned, orders, tick)
     return _finish(out, store, sale)
+
 
 
 def _ledger(store: Store, key: str) -> Tuple[Dict[str, Order], Dict[str, List[Order]]]:
@@ -275,6 +314,9 @@ def _restored(store: Store, sale: Sale, o: Order, status: str) -> bool:
         if got is not None and got.get('deadline_ms'):
             store.set_deadline(o.rid, got['deadline_ms'])
         return True
+    if status == FENCED:       # still fenced (UNFENCE refused?): the next pass restores it
+        log.warning('restore %s: the sale is fenced; left for the next pass', o.rid)
+        return False
     log.info('restore %s: %s; order cancelled', o.rid, status)
     store.cancel(o.rid, 'lost')
     return False
@@ -395,7 +437,7 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
     try:
         r.delete(staging)                      # a crashed rebuild's leftover
         sale = Sale(r, staging)
-        if not sale.init(cfg.total, **cfg.init_kwargs(sale.server_ms())):
+        if not sale.init(cfg.total, fence=True, **cfg.init_kwargs(sale.server_ms())):
             raise RuntimeError('rebuild of %r: staging key %s exists' % (key, staging))
         if cfg.stream:
             ensure_group(r, cfg.stream, group)
@@ -423,7 +465,7 @@ def _rebuild_in_one_transaction(store: Store, r: Any, cfg: SaleConfig,
     orders, by_state = _ledger(store, key)
     now = Sale(r, key).server_ms()
     restore = [o for o in by_state[UNPAID] if o.deadline_ms is None or now < o.deadline_ms]
-    calls = [p.init_args(key, cfg.total, **cfg.init_kwargs(now))]
+    calls = [p.init_args(key, cfg.total, fence=True, **cfg.init_kwargs(now))]
     spans = []
     for state in (PAID, UNPAID, CANCELLED):
         apply = state == PAID
@@ -480,13 +522,17 @@ def _transaction(r: Any, key: str, commands: List[List[Any]]) -> Optional[List[A
             return None
 
 
-def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) -> bool:
+def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False,
+                fence: bool = True) -> bool:
     """Stores the sale's parameters, then INIT (the database first, so a sale
     that exists in Redis can always be rebuilt). Idempotent like INIT: when
     the database already has the sale, nothing changes (False), and a sale
     the database has but Redis lost is refused (rebuild it, with its
     orders). `replace` overwrites both: a new round on the same key (its
-    old orders would then be `unknown`: prefer a new key per round)."""
+    old orders would then be `unknown`: prefer a new key per round).
+    `fence`: a FENCE sale (INIT ... FENCE, docs/replication.md): after a
+    failover it sells again only once reconcile with apply lifted the
+    fence."""
     sale = Sale(r, cfg.key)
     now = sale.server_ms()
     if not replace:
@@ -499,7 +545,7 @@ def create_sale(store: Store, r: Any, cfg: SaleConfig, replace: bool = False) ->
                 ensure_group(r, known.stream)
             return False
     store.save_sale(cfg if cfg.created_ms else dataclasses.replace(cfg, created_ms=now))
-    created = sale.init(cfg.total, replace=replace, **cfg.init_kwargs(now))
+    created = sale.init(cfg.total, replace=replace, fence=fence, **cfg.init_kwargs(now))
     if cfg.stream:
         ensure_group(r, cfg.stream)
     return created

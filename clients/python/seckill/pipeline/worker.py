@@ -13,7 +13,16 @@ events to the order store in one transaction, and acknowledges the entries
 - when the database is down, the batch is retried with backoff and nothing
   newer is read meanwhile: the entries wait in the stream, pending;
 - any number of workers can run at once: each entry goes to one consumer,
-  and the writes do not depend on the order in which workers commit.
+  and the writes do not depend on the order in which workers commit;
+- a batch is committed only after the WAIT gate (seckill.durability: a
+  propagating SET and WAIT on one connection, after the read) answered
+  the required replicas: every RESERVE, CONFIRM and expiry whose entry
+  the batch holds is then on them, so a failover cannot take back an
+  order (or a PAID mark from a `confirmed` entry) the database has. Short
+  (replicas gone or lagging, a split-brain master): nothing committed,
+  nothing acknowledged, NotReplicated; run() waits and reads the same
+  entries again (from its own pending ones), on whatever master its
+  client reaches by then.
 
 On the Functions library (functions/seckill.lua, docs/managed-redis.md)
 nothing releases a hold that ran out by itself: the worker does, every
@@ -34,8 +43,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from redis.exceptions import ResponseError
 
-from .. import _io
+from .. import _io, _ops
 from .. import backend as be
+from .. import durability as dur
 from .._driver import Driver
 from ..errors import transient
 from ..faults import NONE, Faults
@@ -84,6 +94,10 @@ class Stopping(Exception):
     """stop() came while a batch waited for the database."""
 
 
+class NotReplicated(Exception):
+    """A batch's WAIT gate fell short: nothing was committed or acknowledged."""
+
+
 @dataclass
 class WorkerStats:
     batches: int = 0
@@ -94,6 +108,7 @@ class WorkerStats:
     expired: int = 0
     db_retries: int = 0
     redis_retries: int = 0
+    not_replicated: int = 0
     ledger: ApplyStats = field(default_factory=ApplyStats)
 
 
@@ -118,7 +133,8 @@ class Worker:
     sales: the SaleConfigs whose streams to read. backend: 'module' or
     'functions' (None: asked of the server once, as Sale does); on
     'functions' the worker releases the served sales' due holds every
-    `expire_every_s`.
+    `expire_every_s`. durability: the WAIT gate every batch passes before
+    its commit (seckill.durability; OFF: none).
     """
 
     def __init__(self, r: Any, store: Store, sales: Sequence[SaleConfig], *,
@@ -126,7 +142,8 @@ class Worker:
                  batch: int = 100, block_ms: int = 500, claim_idle_ms: int = 5000,
                  claim_every_s: float = 1.0, backoff: Optional[Backoff] = None,
                  faults: Faults = NONE, expire_every_s: float = 1.0,
-                 backend: Optional[str] = None):
+                 backend: Optional[str] = None,
+                 durability: dur.Durability = dur.DEFAULT):
         self.r = r
         self.store = store
         self.sales: Dict[str, SaleConfig] = {}
@@ -152,6 +169,7 @@ class Worker:
         self.expire_every_s = expire_every_s
         self._next_expire = 0.0
         self._driver = Driver(r, backend)
+        self.durability = dur.setting(durability)
 
     # -- setup ------------------------------------------------------------
     def ensure_groups(self) -> None:
@@ -169,6 +187,12 @@ class Worker:
                 redis_backoff.reset()
             except Stopping:
                 break  # stop() while the database was down: the entries stay pending
+            except NotReplicated as exc:
+                self.stats.not_replicated += 1
+                self._own_pending = True     # the same entries again, gated again
+                if self.stats.not_replicated in (1, 10) or self.stats.not_replicated % 100 == 0:
+                    log.warning('%s; retrying', exc)
+                self.stop_event.wait(redis_backoff.next())
             except Exception as exc:
                 gone = _group_gone(exc)
                 if not (gone or transient(exc)):
@@ -300,12 +324,23 @@ class Worker:
                 continue
             events.append(ev)
         if events:
+            self._gate(stream, len(events))
             self._commit(sale, events)
         self.faults('after_commit')
         self._ack(stream, ids)
         self.stats.batches += 1
         self.stats.entries += len(entries)
         return len(entries)
+
+    def _gate(self, stream: str, n: int) -> None:
+        """The WAIT gate before a commit (the module docstring)."""
+        if self.durability.off:
+            return
+        gate = self._driver.run(_ops.wait(stream, self.durability))
+        if not gate.ok:
+            raise NotReplicated('%d entries of %s: WAIT reached %d of %d replicas in %d ms; '
+                                'nothing committed' % (n, stream, gate.acked, gate.need,
+                                                       self.durability.timeout_ms))
 
     def _commit(self, sale: SaleConfig, events: List[Event]) -> None:
         while True:
