@@ -239,6 +239,28 @@ def test_promoted_replica_is_fenced_until_unfence():
     env.assertEqual(replica.execute_command('SECKILL.SEND', 's:{1}', 's:{2}', 3, 'TID', 't1', 'ROUND', 'r1')[0], 3)
 
 
+def test_holds_run_out_while_fenced():
+    """Hold expiry goes on on a fenced sale (the timer, or the library's
+    seckill_expire): the units come back as stock, still not sold until
+    UNFENCE. INIT ... REPLACE starts a round that records the current id."""
+    env, master = _env(useSlaves=True)
+    replica = env.getSlaveConnection()
+    master.execute_command('SECKILL.INIT', 'h:{1}', 5, 'FENCE', 'LIMIT', 5, 'HOLD', 1500)
+    # The replica's first sync can take seconds: it has the sale before the hold starts.
+    env.assertEqual(master.execute_command('WAIT', 1, 20000), 1)
+    env.assertEqual(master.execute_command('SECKILL.RESERVE', 'h:{1}', 'u1', 'QTY', 2)[0], 'RESERVED')
+    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    _promote(env, replica)
+    env.assertEqual(info(replica, 'h:{1}')['pending'], 2)
+    env.assertTrue(wait_for(lambda: info(replica, 'h:{1}')['pending'] == 0, timeout=10))
+    r = info(replica, 'h:{1}')
+    env.assertEqual((r['remaining'], r['expired'], r['fence']), (5, 2, 'fenced'))
+    env.assertEqual(replica.execute_command('SECKILL.RESERVE', 'h:{1}', 'u2'), ['FENCED', None, 5])
+    env.assertEqual(replica.execute_command('SECKILL.INIT', 'h:{1}', 5, 'FENCE', 'REPLACE'), 'OK')
+    env.assertEqual(_fence(replica, 'h:{1}'), 'clear')
+    env.assertEqual(replica.execute_command('SECKILL.RESERVE', 'h:{1}', 'u2')[0], 'RESERVED')
+
+
 def _attach(env, replica_conn, master_conn, timeout=20):
     """REPLICAOF master; waits for the link and for the replica to have the
     master's whole dataset."""
