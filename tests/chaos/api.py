@@ -1,11 +1,19 @@
 """The client API the chaos runs drive, in one place.
 
 `baseline`: the pipeline as shipped before issue 22 (pay, Worker,
-reconcile, create_sale, nothing else). `hardened`: the same calls, plus
-what issue 22 adds (a fenced sale, WAIT-gated payments and worker
-commits); `Api('hardened')` checks that every piece is there and raises
-`MissingApi` otherwise, so a run never measures the old client under the
-new name.
+reconcile, create_sale, nothing else; run against such a client).
+`hardened`: the same calls with what issue 22 adds, every piece passed
+explicitly: sales created with `fence=True` (INIT ... FENCE, checked in
+INFO), and `durability=Durability(replicas=REPLICAS)` given to pay(), to
+every Worker and to reconcile() (the WAIT gate: a CONFIRM, a batch, a PAID
+mark needs a replica's acknowledgement). `Api('hardened')` checks that
+each piece exists and raises `MissingApi` otherwise, so a run never
+measures the old client under the new name, nor a client whose defaults
+changed.
+
+REPLICAS is 1, not 'auto': 'auto' trusts a count of 0 on a connection
+pool that never saw its master with a replica, and the split brain's
+stale side opens its pool on a master that has just lost both.
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ import inspect
 from typing import Any, Dict, List
 
 from seckill import protocol
-from seckill.pipeline import payment, reconciler
+from seckill.pipeline import payment, reconciler, worker
 
 BASELINE, HARDENED = 'baseline', 'hardened'
+REPLICAS = 1
 MODES = (BASELINE, HARDENED)
 
 
@@ -38,6 +47,9 @@ class Api:
         self.mode = mode
         self.busy_statuses: List[str] = []
         """RESERVE statuses that mean "not now, retry" (FENCED when hardened)."""
+        self.gate: Dict[str, Any] = {}
+        """The WAIT gate's keyword argument for pay, Worker and reconcile."""
+        self.fence: Dict[str, Any] = {}
         if mode == HARDENED:
             self._check_hardened()
 
@@ -47,21 +59,34 @@ class Api:
         self.busy_statuses.append(protocol.FENCED)
         from seckill.sale import Sale
         _require(hasattr(Sale, 'unfence'), 'Sale.unfence()')
-        _require('fence' in inspect.signature(Sale.init).parameters, "Sale.init(..., fence=True)")
+        _require('fence' in inspect.signature(Sale.init).parameters, 'Sale.init(..., fence=True)')
+        _require('fence' in inspect.signature(reconciler.create_sale).parameters,
+                 'create_sale(..., fence=True)')
+        try:
+            from seckill.durability import Durability
+        except ImportError:
+            _require(False, 'seckill.durability (the WAIT gate)')
+        for fn, name in ((payment.pay, 'pay'), (worker.Worker.__init__, 'Worker'),
+                         (reconciler.reconcile, 'reconcile')):
+            _require('durability' in inspect.signature(fn).parameters,
+                     '%s(..., durability=...)' % name)
+        self.gate = {'durability': Durability(replicas=REPLICAS)}
+        self.fence = {'fence': True}
 
     def create_sale(self, store: Any, r: Any, cfg: Any) -> None:
-        reconciler.create_sale(store, r, cfg)
+        reconciler.create_sale(store, r, cfg, **self.fence)
         if self.mode == HARDENED:
             info = reconciler.Sale(r, cfg.key).info()
             _require(info is not None and info.get('fence') == 'clear',
-                     'create_sale making FENCE sales (INFO has no fence: clear)')
+                     'a server that makes FENCE sales (INFO of %s has no "fence: clear": '
+                     'the module or library lacks the fence)' % cfg.key)
 
     def worker_kwargs(self) -> Dict[str, Any]:
-        """What the Worker needs on top of the baseline's arguments."""
-        return {}
+        """What the Worker gets on top of the baseline's arguments."""
+        return dict(self.gate)
 
     def pay(self, store: Any, sale: Any, rid: str, ref: str) -> payment.PayResult:
-        return payment.pay(store, sale, rid, ref)
+        return payment.pay(store, sale, rid, ref, **self.gate)
 
     def reconcile(self, store: Any, sale: Any, apply: bool) -> reconciler.Outcome:
-        return reconciler.reconcile(store, sale, apply=apply)
+        return reconciler.reconcile(store, sale, apply=apply, **self.gate)

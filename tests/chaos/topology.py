@@ -37,24 +37,11 @@ sys.path.insert(0, os.path.join(HERE, '..', '..', 'clients', 'python', 'tests'))
 from seckill import library  # noqa: E402
 from seckill._servers import RedisServer, free_port  # noqa: E402
 
+from clusters import wait_until  # noqa: E402
 from proxy import DelayProxy  # noqa: E402
 
 SERVICE = 'chaos'
 SENTINEL = os.environ.get('REDIS_SENTINEL', '/usr/bin/redis-sentinel')
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            v = pred()
-            if v:
-                return v
-        except (redis.RedisError, OSError):
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError('timed out waiting for ' + what)
-        time.sleep(0.05)
 
 
 class Node:
