@@ -385,7 +385,10 @@ class ClusterSet:
 
     def wait_promoted(self, old: Node, key: str, timeout: float = 30.0) -> Node:
         def promoted() -> Optional[Node]:
-            node = self.master(key)
+            try:
+                node = self.master(key)
+            except LookupError:          # the slot's master failed, no replica took over yet
+                return None
             return node if node is not old else None
         return wait_until(promoted, timeout, 'the replica of %r to take over' % old)
 
