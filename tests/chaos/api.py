@@ -23,6 +23,7 @@ from typing import Any, Dict, List
 
 from seckill import protocol
 from seckill.pipeline import payment, reconciler, worker
+from seckill.sale import Sale
 
 BASELINE, HARDENED = 'baseline', 'hardened'
 REPLICAS = 1
@@ -41,7 +42,7 @@ def _require(cond: bool, what: str) -> None:
 
 
 class Api:
-    def __init__(self, mode: str):
+    def __init__(self, mode: str, reserve_wait: bool = False):
         if mode not in MODES:
             raise ValueError('client mode %r: one of %s' % (mode, ', '.join(MODES)))
         self.mode = mode
@@ -50,14 +51,19 @@ class Api:
         self.gate: Dict[str, Any] = {}
         """The WAIT gate's keyword argument for pay, Worker and reconcile."""
         self.fence: Dict[str, Any] = {}
+        self.reserve_kwargs: Dict[str, Any] = {}
+        """Sale.reserve's extra arguments: `wait` with reserve_wait."""
         if mode == HARDENED:
             self._check_hardened()
+        if reserve_wait:
+            _require(mode == HARDENED and 'wait' in inspect.signature(Sale.reserve).parameters,
+                     'Sale.reserve(..., wait=...) (--reserve-wait needs --client hardened)')
+            self.reserve_kwargs = {'wait': self.gate['durability']}
 
     def _check_hardened(self) -> None:
         _require(getattr(protocol, 'FENCED', None) in protocol.RESERVE_STATUSES,
                  'protocol.FENCED among the RESERVE statuses')
         self.busy_statuses.append(protocol.FENCED)
-        from seckill.sale import Sale
         _require(hasattr(Sale, 'unfence'), 'Sale.unfence()')
         _require('fence' in inspect.signature(Sale.init).parameters, 'Sale.init(..., fence=True)')
         _require('fence' in inspect.signature(reconciler.create_sale).parameters,
@@ -76,7 +82,7 @@ class Api:
     def create_sale(self, store: Any, r: Any, cfg: Any) -> None:
         reconciler.create_sale(store, r, cfg, **self.fence)
         if self.mode == HARDENED:
-            info = reconciler.Sale(r, cfg.key).info()
+            info = Sale(r, cfg.key).info()
             _require(info is not None and info.get('fence') == 'clear',
                      'a server that makes FENCE sales (INFO of %s has no "fence: clear": '
                      'the module or library lacks the fence)' % cfg.key)

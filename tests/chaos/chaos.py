@@ -101,6 +101,8 @@ def brief(r: CycleResult) -> str:
          'promoted in %ss, no sales for %ss, fenced answers %d'
          % (r.stock, r.captured, r.paid_units_db, r.confirmed_redis, r.oversold, r.conflicts,
             r.lost_reserved, r.promote_s, r.outage_s, r.fenced_answers))
+    if r.unreplicated_answers:
+        s += ', unreplicated RESERVED answers %d' % r.unreplicated_answers
     if r.function_not_found:
         s += ', "Function not found" %d' % r.function_not_found
     if r.split_brain:
@@ -160,10 +162,10 @@ def table(rows: List[Dict[str, Any]]) -> str:
     return '\n'.join(lines)
 
 
-def failed(rows: List[Dict[str, Any]]) -> List[str]:
+def failed(rows: List[Dict[str, Any]], reserve_wait: bool) -> List[str]:
     bad = []
     for r in rows:
-        for k in ('oversold', 'conflicts'):
+        for k in ('oversold', 'conflicts') + (('lost',) if reserve_wait else ()):
             if r[k]:
                 bad.append('%s: %s %d' % (r['run'], k, r[k]))
         for k in ('captured_via_old', 'orders_via_old'):
@@ -190,6 +192,9 @@ def parse(argv: List[str]) -> argparse.Namespace:
     ap.add_argument('--stock', type=int, default=100, help='units per cycle')
     ap.add_argument('--hold-ms', type=int, default=1000)
     ap.add_argument('--buyers', type=int, default=12)
+    ap.add_argument('--reserve-wait', action='store_true',
+                    help='buyers RESERVE with wait= (the answer counts once a replica has it); '
+                         '--check then also fails a run with a lost RESERVED answer')
     ap.add_argument('--reconcile-every', type=float, default=2.0,
                     help='seconds between reconcile --apply passes during the rush')
     ap.add_argument('--max-run-s', type=int, default=1800, help='a run stops its cycles after')
@@ -214,7 +219,7 @@ def main(argv: List[str]) -> int:
     logging.basicConfig(level=logging.WARNING, filename=os.path.splitext(args.out)[0] + '.log',
                         filemode='w', format='%(asctime)s %(threadName)s %(name)s %(message)s')
     try:
-        api = Api(args.client)             # before any server starts
+        api = Api(args.client, args.reserve_wait)    # before any server starts
     except MissingApi as exc:
         print('chaos: %s' % exc, file=sys.stderr)
         return 2
@@ -234,7 +239,7 @@ def main(argv: List[str]) -> int:
     text = table(rows)
     print('\n' + text)
     write(args, cmd, seed, text, rows, cycles)
-    bad = failed(rows)
+    bad = failed(rows, args.reserve_wait)
     if bad:
         print('chaos: not safe: ' + '; '.join(bad))
     if args.check:

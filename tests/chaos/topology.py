@@ -26,8 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import redis
 
