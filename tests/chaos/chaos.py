@@ -5,8 +5,8 @@ count what the order pipeline oversold (docs/chaos.md).
 
 Runs (--runs): `module` and `functions` (one master, two replicas, three
 redis-sentinel; the module loaded, or the Functions library installed),
-`cluster` (three masters with a replica each, the module, the cluster's own
-failover), `split-brain` (a master cut off by the proxy while clients
+`cluster` and `cluster-functions` (three masters with a replica each, the
+module or the library, the cluster's own failover), `split-brain` (a master cut off by the proxy while clients
 that still reach it go on; the module). Each failover is one cycle of
 rush.py on a fresh sale; the table has a row per run, the per-cycle rows go
 to the JSON file.
@@ -41,7 +41,7 @@ from topology import ClusterSet, SentinelSet  # noqa: E402
 from seckill._servers import module_path  # noqa: E402
 from seckill.pipeline.store import open_store  # noqa: E402
 
-RUNS = ('module', 'functions', 'cluster', 'split-brain')
+RUNS = ('module', 'functions', 'cluster', 'cluster-functions', 'split-brain')
 
 
 def failover(topo: Any, cyc: Cycle) -> None:
@@ -55,10 +55,14 @@ def failover(topo: Any, cyc: Cycle) -> None:
     topo.restart_as_replica(node, new)
 
 
+def backend_of(run: str) -> str:
+    return 'functions' if run in ('functions', 'cluster-functions') else 'module'
+
+
 def start_topology(run: str, args: argparse.Namespace) -> Any:
-    backend = 'functions' if run == 'functions' else 'module'
+    backend = backend_of(run)
     module = module_path() if backend == 'module' else None
-    if run == 'cluster':
+    if run.startswith('cluster'):
         return ClusterSet(backend, module, args.delay_ms)
     return SentinelSet(backend, module, args.delay_ms,
                        down_after_ms=args.down_after_ms).start()
@@ -66,9 +70,9 @@ def start_topology(run: str, args: argparse.Namespace) -> Any:
 
 def one_run(run: str, args: argparse.Namespace, api: Api, rng: random.Random,
             tmp: str) -> List[CycleResult]:
-    n = {'cluster': args.cluster_failovers, 'split-brain': args.split_brains}.get(
-        run, args.failovers)
-    backend = 'functions' if run == 'functions' else 'module'
+    n = {'cluster': args.cluster_failovers, 'cluster-functions': args.cluster_failovers,
+         'split-brain': args.split_brains}.get(run, args.failovers)
+    backend = backend_of(run)
     params = Params(stock=args.stock, hold_ms=args.hold_ms, buyers=args.buyers,
                     reconcile_every_s=args.reconcile_every)
     topo = start_topology(run, args)

@@ -250,7 +250,7 @@ class Cycle:
             except SaleMissing:
                 continue
             except Exception as exc:
-                if not transient(exc):
+                if not (transient(exc) or self._not_found(exc)):
                     raise
 
     # -- the cycle ---------------------------------------------------------------
@@ -292,7 +292,7 @@ class Cycle:
                 if info and info['remaining'] == 0 and info['pending'] == 0:
                     return
             except Exception as exc:
-                if not transient(exc):
+                if not (transient(exc) or self._not_found(exc)):
                     raise
             time.sleep(0.2)
         self.res.notes.append('deadline before sold out')
