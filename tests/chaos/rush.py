@@ -188,7 +188,7 @@ class Cycle:
                     self.res.fenced_answers += 1
                 self.stop_buyers.wait(0.05)
                 continue
-            if status in (p.RESERVED, p.DUPLICATE) and got.replicated is False:
+            if status in (p.RESERVED, p.DUPLICATE) and getattr(got, 'replicated', None) is False:
                 with self.lock:           # --reserve-wait: not on a replica yet, ask again
                     self.res.unreplicated_answers += 1
                 self.stop_buyers.wait(0.05)
