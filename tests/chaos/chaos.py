@@ -28,6 +28,7 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 from typing import Any, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -69,7 +70,7 @@ def start_topology(run: str, args: argparse.Namespace) -> Any:
 
 
 def one_run(run: str, args: argparse.Namespace, api: Api, rng: random.Random,
-            tmp: str) -> List[CycleResult]:
+            tmp: str, errors: List[str]) -> List[CycleResult]:
     n = {'cluster': args.cluster_failovers, 'cluster-functions': args.cluster_failovers,
          'split-brain': args.split_brains}.get(run, args.failovers)
     backend = backend_of(run)
@@ -88,10 +89,17 @@ def one_run(run: str, args: argparse.Namespace, api: Api, rng: random.Random,
             topo.healthy()
             key = 'chaos:{%s%d}' % (run[:2], i)
             cyc = Cycle(topo, store, api, backend, key, params, rng)
-            if run == 'split-brain':
-                res = cyc.run(lambda c: split_brain_cycle(topo, c, args.split_s))
-            else:
-                res = cyc.run(lambda c: failover(topo, c))
+            try:
+                if run == 'split-brain':
+                    res = cyc.run(lambda c: split_brain_cycle(topo, c, args.split_s))
+                else:
+                    res = cyc.run(lambda c: failover(topo, c))
+            except Exception:
+                # The run stops here (its servers too) and says so; the
+                # other runs go on, the table is written, the exit code is 1.
+                traceback.print_exc()
+                errors.append('%s #%d: %s' % (run, i + 1, traceback.format_exc().splitlines()[-1]))
+                break
             out.append(res)
             print('  %s #%d: %s' % (run, i + 1, brief(res)), flush=True)
     finally:
@@ -230,26 +238,28 @@ def main(argv: List[str]) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     signal.signal(signal.SIGTERM, _interrupt)
-    rows, cycles = [], {}
+    rows, cycles, errors = [], {}, []
     cmd = 'tests/chaos/chaos.py ' + ' '.join(argv)
     print('chaos: %s (client %s, seed %d, delay %g ms each way)' % (cmd, args.client, seed,
                                                                     args.delay_ms), flush=True)
     with tempfile.TemporaryDirectory(prefix='seckill-chaos-') as tmp:
         for run in args.runs.split(','):
             t = time.monotonic()
-            res = one_run(run, args, api, rng, tmp)
+            res = one_run(run, args, api, rng, tmp, errors)
             rows.append(summarize(run, res, time.monotonic() - t))
             cycles[run] = [r.row() for r in res]
     text = table(rows)
+    if errors:
+        text += '\n\nstopped by an error: ' + '; '.join(errors)
     print('\n' + text)
     write(args, cmd, seed, text, rows, cycles)
-    bad = failed(rows, args.reserve_wait)
+    bad = failed(rows, args.reserve_wait) + errors
     if bad:
         print('chaos: not safe: ' + '; '.join(bad))
     if args.check:
-        unsafe = {b.split(':')[0] for b in bad}
+        unsafe = {b.split(':')[0].split(' #')[0] for b in bad}
         print('chaos-check: %d passed, %d failed' % (len(rows) - len(unsafe), len(unsafe)))
-    return 1 if args.check and bad else 0
+    return 1 if errors or (args.check and bad) else 0
 
 
 def write(args, cmd, seed, text, rows, cycles) -> None:
