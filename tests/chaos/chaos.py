@@ -125,6 +125,7 @@ def brief(r: CycleResult) -> str:
 def summarize(run: str, res: List[CycleResult], secs: float) -> Dict[str, Any]:
     outages = [r.outage_s for r in res if r.outage_s is not None]
     promos = [r.promote_s for r in res if r.promote_s is not None]
+    reserves = [x for r in res for x in r.reserve_ms]
     pays = [x for r in res for x in r.pay_ms]
     batches = [x for r in res for x in r.batch_ms]
     sb = {}
@@ -142,6 +143,7 @@ def summarize(run: str, res: List[CycleResult], secs: float) -> Dict[str, Any]:
         'lost': sum(r.lost_reserved for r in res),
         'promote_s_p50': pct(promos, 50), 'outage_s_p50': pct(outages, 50),
         'outage_s_max': max(outages) if outages else None,
+        'reserve_ms_p50': pct(reserves, 50), 'reserve_ms_p99': pct(reserves, 99),
         'pay_ms_p50': pct(pays, 50), 'pay_ms_p99': pct(pays, 99),
         'batch_ms_p50': pct(batches, 50), 'batch_ms_p99': pct(batches, 99),
         'split_brain': sb, 'seconds': round(secs),
@@ -154,6 +156,7 @@ COLUMNS = [('run', 'run'), ('failovers', 'failovers'), ('stock', 'stock'),
            ('oversold_failovers', 'failovers that oversold'), ('conflicts', 'conflicts'),
            ('lost', 'lost RESERVED'), ('promote_s_p50', 'promotion s p50'),
            ('outage_s_p50', 'no sales s p50'), ('outage_s_max', 'no sales s max'),
+           ('reserve_ms_p50', 'RESERVED ms p50'), ('reserve_ms_p99', 'RESERVED ms p99'),
            ('pay_ms_p50', 'pay ms p50'), ('pay_ms_p99', 'pay ms p99'),
            ('batch_ms_p50', 'batch ms p50'), ('batch_ms_p99', 'batch ms p99'),
            ('seconds', 'run s')]

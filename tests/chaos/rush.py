@@ -83,13 +83,15 @@ class CycleResult:
     not_found_at: List[float] = field(default_factory=list)
     outage_s: Optional[float] = None
     promote_s: Optional[float] = None
+    reserve_ms: List[float] = field(default_factory=list)
     pay_ms: List[float] = field(default_factory=list)
     batch_ms: List[float] = field(default_factory=list)
     split_brain: Dict[str, int] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
 
     def row(self) -> Dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ('pay_ms', 'batch_ms')}
+        d = {k: v for k, v in self.__dict__.items() if k not in ('reserve_ms', 'pay_ms', 'batch_ms')}
+        d['reserve_ms_p50'], d['reserve_ms_p99'] = pct(self.reserve_ms, 50), pct(self.reserve_ms, 99)
         d['pay_ms_p50'], d['pay_ms_p99'] = pct(self.pay_ms, 50), pct(self.pay_ms, 99)
         d['batch_ms_p50'], d['batch_ms_p99'] = pct(self.batch_ms, 50), pct(self.batch_ms, 99)
         return d
@@ -195,6 +197,7 @@ class Cycle:
                 continue
             if status in (p.RESERVED, p.DUPLICATE):
                 with self.lock:
+                    self.res.reserve_ms.append((time.monotonic() - sent) * 1000)
                     self.reserved[rid] = sent
                     self.sale_times.append(sent)
             return status
