@@ -1,7 +1,8 @@
 """The client API the chaos runs drive, in one place.
 
 `baseline`: the pipeline as shipped before issue 22 (pay, Worker,
-reconcile, create_sale, nothing else; run against such a client).
+reconcile, create_sale): against a client that has the gate and the
+fence, both are turned off explicitly (`durability=OFF`, `fence=False`).
 `hardened`: the same calls with what issue 22 adds, every piece passed
 explicitly: sales created with `fence=True` (INIT ... FENCE, checked in
 INFO), and `durability=Durability(replicas=REPLICAS)` given to pay(), to
@@ -55,6 +56,8 @@ class Api:
         """Sale.reserve's extra arguments: `wait` with reserve_wait."""
         if mode == HARDENED:
             self._check_hardened()
+        else:
+            self._switch_off()
         if reserve_wait:
             _require(mode == HARDENED and 'wait' in inspect.signature(Sale.reserve).parameters,
                      'Sale.reserve(..., wait=...) (--reserve-wait needs --client hardened)')
@@ -78,6 +81,18 @@ class Api:
                      '%s(..., durability=...)' % name)
         self.gate = {'durability': Durability(replicas=REPLICAS)}
         self.fence = {'fence': True}
+
+    def _switch_off(self) -> None:
+        """Baseline on a client that has the gate and the fence: both turned
+        off explicitly (durability OFF, fence=False), so the run still
+        measures the pipeline without them."""
+        if 'fence' in inspect.signature(reconciler.create_sale).parameters:
+            self.fence = {'fence': False}
+        try:
+            from seckill.durability import OFF
+        except ImportError:
+            return
+        self.gate = {'durability': OFF}
 
     def create_sale(self, store: Any, r: Any, cfg: Any) -> None:
         reconciler.create_sale(store, r, cfg, **self.fence)
