@@ -151,6 +151,11 @@ def get_expect(v: Any) -> Any:
     return p.parse_get(v)
 
 
+def settled_expect(v: Any, command: str) -> Any:
+    r = p.parse_settled(v, command)
+    return {'status': r.status, 'remaining': r.remaining}
+
+
 def reserved_expect(v: Any) -> Any:
     r = p.parse_reserved(v)
     return {'status': r.status, 'id': r.rid, 'remaining': r.remaining}
@@ -159,8 +164,8 @@ def reserved_expect(v: Any) -> Any:
 PARSERS: Dict[str, Callable[[Any], Any]] = {
     'init': lambda v: {'created': p.parse_init(v)},
     'reserve': reserved_expect,
-    'release': lambda v: jsonable(p.parse_settled(v, 'RELEASE').__dict__),
-    'confirm': lambda v: jsonable(p.parse_settled(v, 'CONFIRM').__dict__),
+    'release': lambda v: settled_expect(v, 'RELEASE'),
+    'confirm': lambda v: settled_expect(v, 'CONFIRM'),
     'report': report_expect,
     'get': get_expect,
     'enter': lambda v: jsonable(d.parse_entered(v)),
@@ -383,6 +388,8 @@ def free_port() -> int:
 class Server:
     def __init__(self, binary: str, module: Optional[str], workdir: str):
         self.port = free_port()
+        # A folder of its own: a replica's sync must not meet its master's files.
+        workdir = tempfile.mkdtemp(dir=workdir)
         args = [binary, '--port', str(self.port), '--save', '', '--appendonly', 'no',
                 '--dir', workdir, '--enable-debug-command', 'yes']
         if module:
