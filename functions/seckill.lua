@@ -1,7 +1,7 @@
 #!lua name=seckill
 --[[
 redis-seckill as a Redis Functions library: the SECKILL.* contract of the
-module (SPEC.md, README "Commands") for servers that cannot load modules.
+module (docs/commands.md, README "Commands") for servers that cannot load modules.
 
   FUNCTION LOAD REPLACE "$(cat functions/seckill.lua)"    (or redis-cli -x FUNCTION LOAD REPLACE < functions/seckill.lua)
   FCALL    seckill_reserve 1 sale:{1001} user:42 REQID order-7f3a

@@ -323,7 +323,7 @@ impl Model {
         (1..).map(|k| format!("{base}-{k}").into_bytes()).find(|id| !self.index.contains_key(id)).unwrap_or_default()
     }
 
-    /// RESERVE, after expiry. SPEC order: DUPLICATE, window, LIMIT, SOLD_OUT.
+    /// RESERVE, after expiry. The order of docs/commands.md: DUPLICATE, window, LIMIT, SOLD_OUT.
     fn reserve(&mut self, user: &[u8], qty: u64, reqid: Option<&[u8]>, now: u64) -> ReserveReply {
         let reply = |status, id| ReserveReply { status, id, remaining: 0 };
         let mut r = if let Some(id) = reqid.filter(|id| self.index.contains_key(*id)) {

@@ -1,5 +1,5 @@
 //! Replies written straight through the module API, so maps keep the field
-//! order the SPEC gives (the crate's map values are hashed or sorted).
+//! order docs/commands.md gives (the crate's map values are hashed or sorted).
 //! Under RESP2 a map is sent as a flat field/value array.
 
 use std::ffi::CStr;

@@ -101,7 +101,7 @@ pub enum Value {
     Null,
 }
 
-/// A reply document: named fields in the SPEC's order.
+/// A reply document: named fields in the order docs/commands.md gives.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Doc(pub Vec<(&'static str, Value)>);
 
@@ -200,7 +200,7 @@ impl Serialize for Value {
     }
 }
 
-/// A JSON object with the fields in the SPEC's order.
+/// A JSON object with the fields in the order docs/commands.md gives.
 impl Serialize for Doc {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;

@@ -81,7 +81,7 @@ def seckill_stats(conn):
 
 
 def check_invariant(env, conn, key, depth=0):
-    """Asserts the SPEC invariant on the report and returns the report."""
+    """Asserts the invariant of docs/commands.md on the report and returns the report."""
     r = info(conn, key)
     env.assertIsNotNone(r, depth=depth + 1)
     if r is None:

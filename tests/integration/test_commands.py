@@ -1,4 +1,4 @@
-"""Every SECKILL command and every status word of SPEC.md, in a plain server."""
+"""Every SECKILL command and every status word of docs/commands.md, in a plain server."""
 
 import time
 

@@ -41,7 +41,7 @@ def recv(conn, key, peer, sent_total, round=ROUND):
 
 
 def check(env, conn, key, depth=0):
-    """The SPEC invariant with transfers, from the report; returns the report."""
+    """The invariant with transfers (docs/commands.md), from the report; returns the report."""
     r = info(conn, key)
     env.assertIsNotNone(r, depth=depth + 1)
     sent, received = r.get('sent', 0), r.get('received', 0)

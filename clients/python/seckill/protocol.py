@@ -64,7 +64,7 @@ MAX_ID_BYTES = 256
 
 
 class ProtocolError(ValueError):
-    """A reply that does not have the shape the SPEC gives it."""
+    """A reply that does not have the shape docs/commands.md gives it."""
 
 
 class SaleMissing(RuntimeError):

@@ -155,7 +155,7 @@ class SplitSale(SplitSaleBase):
         return self._run(self.core.get(user, rid))
 
     def info(self) -> Dict[str, Any]:
-        """The whole sale (SPEC): total, remaining, pending, confirmed,
+        """The whole sale (docs/cluster.md): total, remaining, pending, confirmed,
         released, in_flight, invariant, pool, parts; plus lost_debit (units
         a destination received that its source no longer shows as sent),
         problems (why invariant is broken), flights (pairs in flight) and
