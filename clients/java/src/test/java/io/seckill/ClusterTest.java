@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.seckill.Flavour.Api;
 import io.seckill.Flavour.Conn;
+import io.seckill.recipes.SpringDataRecipe;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -23,6 +25,8 @@ import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
+import org.springframework.data.redis.connection.RedisClusterConfiguration;
+import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 import redis.clients.jedis.Jedis;
 
 /**
@@ -169,6 +173,33 @@ class ClusterTest {
             assertEquals(ReserveStatus.RESERVED, c.sale(key).reserve("u1", 1, null).status());
             assertEquals(0, RedisServers.errors(nodes, "MOVED"));
         }
+    }
+
+    @org.junit.jupiter.api.Test
+    void theDocsSpringDataRecipeRoutesByTheSaleKey() throws Exception {
+        String key = "sale:{spring}";
+        try (Conn c = Flavour.JEDIS_RESP3.cluster(ports, SeckillClient.builder().backend(Backend.MODULE))) {
+            assertTrue(c.sale(key).init(10, new InitOptions().limit(2)));
+        }
+        LettuceConnectionFactory factory = new LettuceConnectionFactory(
+                new RedisClusterConfiguration(ports.stream().map(p -> "127.0.0.1:" + p).toList()));
+        factory.afterPropertiesSet();
+        factory.start();
+        RedisServers.resetStats(nodes);
+        SpringDataRecipe.Replies got;
+        try {
+            got = SpringDataRecipe.run(factory, key, "user:1", "order-1");
+        } finally {
+            factory.destroy();
+        }
+        assertEquals(10, new com.fasterxml.jackson.databind.ObjectMapper().readTree(got.json()).get("remaining").asLong());
+        List<Object> r = got.reserve();
+        assertEquals(3, r.size(), r.toString());
+        assertEquals("RESERVED", new String((byte[]) r.get(0), StandardCharsets.UTF_8), "the status as byte[]");
+        assertEquals("order-1", new String((byte[]) r.get(1), StandardCharsets.UTF_8), "the id as byte[]");
+        assertEquals(9L, r.get(2));
+        assertEquals(0, RedisServers.errors(nodes, "MOVED"), "both calls went to the key's node");
+        assertEquals(0, RedisServers.errors(nodes, "ASK"));
     }
 
     @org.junit.jupiter.api.Test

@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.seckill.recipes.RedissonShimRecipe;
 import io.seckill.redisson.RedissonTransport;
+import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -15,7 +17,10 @@ import org.redisson.Redisson;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
-/** Redisson's RFunction drives the Functions library on a plain server (no module). */
+/**
+ * Redisson's RFunction drives the Functions library on a plain server (no module); the docs'
+ * RScript shim drives the module on a server of its own.
+ */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RedissonTest {
     private final RedisServers servers = new RedisServers();
@@ -72,5 +77,27 @@ class RedissonTest {
         assertEquals("ERR QTY is above the sale's LIMIT", e.getMessage());
         SeckillClient module = SeckillClient.builder(new RedissonTransport(redisson)).backend(Backend.MODULE).build();
         assertThrows(UnsupportedOperationException.class, () -> module.sale("sale:{x}").info());
+    }
+
+    @Test
+    void theDocsLuaShimReachesTheModule() throws Exception {
+        RedisServers.Node module = servers.startWithModule();
+        Config config = new Config();
+        config.useSingleServer().setAddress("redis://127.0.0.1:" + module.port).setConnectionMinimumIdleSize(1)
+                .setConnectionPoolSize(2);
+        RedissonClient shim = Redisson.create(config);
+        try {
+            String key = "sale:{shim}";
+            try (redis.clients.jedis.Jedis j = module.admin()) {
+                Object ok = j.sendCommand(() -> "SECKILL.INIT".getBytes(), key, "5", "LIMIT", "2");
+                assertEquals("OK", redis.clients.jedis.util.SafeEncoder.encode((byte[]) ok));
+            }
+            assertEquals(List.of("RESERVED", "r1", 4L), RedissonShimRecipe.reserve(shim, key, "u1", "r1"));
+            assertEquals(List.of("DUPLICATE", "r1", 4L), RedissonShimRecipe.reserve(shim, key, "u1", "r1"));
+            // nil inside the array comes back as null: the Lua shim passes it through
+            assertEquals(Arrays.asList("NO_SALE", null, 0L), RedissonShimRecipe.reserve(shim, "sale:{none}", "u1", "r2"));
+        } finally {
+            shim.shutdown();
+        }
     }
 }
