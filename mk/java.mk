@@ -4,7 +4,9 @@
 # module (and the Functions library beside it), a plain one with the library
 # only, and a three-master Redis Cluster with the module, every call checked
 # for 0 MOVED in INFO errorstats; on Jedis (RESP2, RESP3), Lettuce (sync RESP3
-# and RESP2, async) and Redisson (the library), both backends. Free ports,
+# and RESP2, async) and Redisson (the library), both backends; the docs'
+# Spring Data Redis and Redisson recipes compiled, run, and checked against
+# docs/clients.md (src/test/java/io/seckill/recipes). Free ports,
 # servers stopped by pid. Included by the top-level Makefile; part of
 # `make test` (EXTRA_TESTS), its row in the summary is java-test.
 #
@@ -12,9 +14,11 @@
 #   make java-test JAVA_VECTORS=/path/to/vectors
 #
 # Maven downloads its plugins and the dependencies into ~/.m2 on the first
-# run (41 MB). Measured here on 2 shared cores: 30 to 51 s with a warm cache, 78 s
-# with an empty one (MVN="mvn -Dmaven.repo.local=/tmp/empty"). Debian's Maven
-# writes colour resets even with -B; they are stripped from the log.
+# run (51 MB, 10 MB of it Spring Data Redis for the docs' recipe, test scope).
+# Measured here on 2 shared cores: 37 s with a warm cache; `mvn test` alone
+# 34 s warm, 58 s with an empty one (-Dmaven.repo.local=/tmp/empty; make:
+# MVN="mvn -Dmaven.repo.local=/tmp/empty"). Debian's Maven writes colour
+# resets even with -B; they are stripped from the log.
 
 JAVA_DIR = $(CURDIR)/clients/java
 JAVA_REPORTS = $(JAVA_DIR)/target/surefire-reports
