@@ -107,6 +107,14 @@ SKIPS = {
     'test_acl:test_acl_categories': "the module commands' ACL categories",
     'test_fence:test_effects_carry_the_recorded_id':
         "the module's SECKILL.EFFECT INIT ... FENCE and UNFENCE forms in the AOF",
+    'test_sales_list:test_pages_in_byte_order': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_follows_deletes_and_overwrites': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_follows_renames_moves_copies_and_swapdb': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_follows_restore_and_reloads': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_follows_aof_replay': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_replica_follows_effects_and_full_syncs': "SECKILL.SALES, the module's list of sales",
+    'test_sales_list:test_keyless_read_only_command': "SECKILL.SALES's command flags",
+    'test_sales_list:test_cost_at_a_million_keys': "SECKILL.SALES, the module's list of sales",
     'test_atomic_migration:test_sale_moves_whole_while_buyers_keep_reserving':
         "the module's atomic slot migration (its own servers load the module)",
     'test_atomic_migration:test_target_state_at_cutover_is_the_source_state_and_back':
