@@ -21,10 +21,13 @@
 local STREAM_SUFFIX = ':events'
 local MAX_PAGES = 100 -- 100,000 sales at the most
 
-local out = {}
+-- The reply, filled in place: (name, value) pairs, both strings (redis_exporter
+-- 1.45 reads the reply as strings: an integer in it fails the whole scrape).
+local out, n = {}, 0
 local function put(name, value)
-  out[#out + 1] = name
-  out[#out + 1] = tostring(value)
+  out[n + 1] = name
+  out[n + 2] = tostring(value)
+  n = n + 2
 end
 
 -- INFO seckill: "seckill_name:value" lines.
@@ -32,25 +35,34 @@ for name, value in string.gmatch(redis.call('INFO', 'seckill'), 'seckill_([%w_]+
   put('seckill_' .. name, value)
 end
 
+-- Metric names by report field, made once per scrape, not once per sale.
+local sale_names = setmetatable({}, {
+  __index = function(t, field)
+    local name = 'seckill_sale_' .. field .. ';sale='
+    t[field] = name
+    return name
+  end,
+})
+
 local function sale_metrics(key)
   local report = redis.call('SECKILL.INFO', key)
   if type(report) ~= 'table' then
     return
   end
-  local label = ';sale=' .. key
   for i = 1, #report - 1, 2 do
     local field, value = report[i], report[i + 1]
-    if type(value) == 'table' and value.ok then
-      value = value.ok -- a status reply: invariant's ok, fence's clear
-    end
     if type(value) == 'number' then
-      put('seckill_sale_' .. field .. label, value)
-    elseif field == 'invariant' then
-      put('seckill_sale_invariant_ok' .. label, value == 'ok' and 1 or 0)
-    elseif field == 'fence' then
-      put('seckill_sale_fenced' .. label, value == 'fenced' and 1 or 0)
+      put(sale_names[field] .. key, value)
+    elseif type(value) == 'table' and value.ok then
+      -- status replies: invariant's ok, fence's clear or fenced
+      if field == 'invariant' then
+        put('seckill_sale_invariant_ok;sale=' .. key, value.ok == 'ok' and 1 or 0)
+      elseif field == 'fence' then
+        put('seckill_sale_fenced;sale=' .. key, value.ok == 'fenced' and 1 or 0)
+      end
     end
   end
+  local label = ';sale=' .. key
   local groups = redis.pcall('XINFO', 'GROUPS', key .. STREAM_SUFFIX)
   if type(groups) ~= 'table' or groups.err then
     return
