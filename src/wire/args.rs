@@ -573,4 +573,15 @@ mod tests {
         assert_eq!(r(&[b"p", b"1", b"ROUND"]), Err(ArgError::Arity));
         assert_eq!(r(&[b"p"]), Err(ArgError::Arity));
     }
+
+    #[test]
+    fn sales_cursor_and_count() {
+        assert_eq!(parse_sales(&[b"0"]), Ok((None, DEFAULT_SALES_COUNT as usize)));
+        assert_eq!(parse_sales(&[b">a\0b", b"count", b"1000"]), Ok((Some(&b"a\0b"[..]), 1000)));
+        for bad in [&b"1"[..], b">", b"", b"00", b"a"] {
+            assert!(msg(parse_sales(&[bad])).contains("cursor"), "{bad:?}");
+        }
+        assert!(msg(parse_sales(&[b"0", b"COUNT", b"1001"])).contains("COUNT"));
+        assert_eq!(parse_sales(&[]), Err(ArgError::Arity));
+    }
 }
