@@ -19,6 +19,13 @@ enum Keys {
     Sale { write: bool },
     /// INIT: the sale key, and the key after the STREAM keyword.
     SaleAndStream,
+    /// No key (SALES lists the node's sales from the module's own list).
+    None,
+}
+
+/// Whether the command takes no key (registered with no first key).
+pub fn is_keyless(name: &CStr) -> bool {
+    COMMANDS.iter().any(|&(n, _, keys, _, _)| n == name && matches!(keys, Keys::None))
 }
 
 /// Name, arity, keys, summary, and the standard ACL categories. Cost, not
@@ -27,7 +34,7 @@ enum Keys {
 /// the sale (INIT ... REPLACE frees every record, RECONCILE walks the
 /// ledger). EFFECT, which only the replication link and loading run, is
 /// `admin dangerous` and not `write`: `+@write` must not grant it.
-const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 14] = [
+const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 15] = [
     (c"seckill.init", -3, Keys::SaleAndStream, c"Create a sale (or start a new round with REPLACE).", c"write slow"),
     (c"seckill.reserve", -3, Keys::Sale { write: true }, c"Reserve stock for a user.", c"write fast"),
     (c"seckill.release", 3, Keys::Sale { write: true }, c"Release a pending reservation.", c"write fast"),
@@ -53,6 +60,9 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 14] = [
     (c"seckill.entrants", -3, Keys::Sale { write: false }, c"Page through a draw sale's entrants.", c"read slow"),
     // The fence (after a failover or restart): lifted once the ledger is applied.
     (c"seckill.unfence", 2, Keys::Sale { write: true }, c"Lift a sale's fence: record the server's replication id.", c"write fast"),
+    // The node's sales, COUNT (up to 1000) names a page: slow, as
+    // ENTRANTS; keyless, so a cluster client sends it to each node.
+    (c"seckill.sales", -2, Keys::None, c"Page through this node's sales (the selected database).", c"read slow"),
 ];
 
 fn index_spec(pos: c_int, flags: u32) -> KeySpec {
@@ -78,6 +88,7 @@ fn specs(keys: Keys) -> Vec<KeySpec> {
     let mut v = match keys {
         Keys::Sale { write: true } => vec![index_spec(1, rw)],
         Keys::Sale { write: false } => vec![index_spec(1, ro)],
+        Keys::None => Vec::new(),
         Keys::SaleAndStream => vec![
             index_spec(1, raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE),
             // INIT only checks the stream's type; later writes append to it.

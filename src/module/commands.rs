@@ -28,7 +28,8 @@ use crate::rules::transfers::SendDecision;
 use crate::wire::args::{self, ArgError};
 use crate::wire::effect_args::EffectArgs;
 
-/// One call's arguments: the key name (every command has one), the bytes
+/// One call's arguments: the key name (the first argument; a keyless
+/// command such as SALES ignores it), the bytes
 /// of every argument (command name first), and Redis's own strings for
 /// them, which can be passed on to Redis by reference.
 struct Call<'a> {
@@ -141,6 +142,7 @@ commands! {
     c"seckill.draw" => draw, c"write deny-oom";
     c"seckill.entrants" => entrants, c"readonly";
     c"seckill.unfence" => unfence, c"write";
+    c"seckill.sales" => sales, c"readonly";
 }
 
 /// DRAW's and SEND's error on a fenced sale (`rules::fence`).
@@ -269,6 +271,22 @@ fn entrants(ctx: &Context, call: &Call) -> RedisResult {
         .into_iter()
         .flat_map(|e| [Reply::Bulk(e.user.into_vec()), Reply::Int(e.qty), Reply::Bulk(e.result.word().as_bytes().to_vec())]);
     Reply::Array(vec![Reply::Bulk(next.to_string().into_bytes()), Reply::Array(items.collect())]).done(ctx)
+}
+
+/// SECKILL.SALES cursor [COUNT n] -> [next_cursor, [key, ...]]: the
+/// selected database's sales in byte order, from the list the module keeps
+/// (`sales`), never a scan of the keyspace; read-only and keyless. The
+/// next cursor is `0` at the end, else `>` and the name the next page
+/// starts at.
+fn sales(ctx: &Context, call: &Call) -> RedisResult {
+    let (from, count) = args::parse_sales(&call.argv[1..])?;
+    let (names, next) = crate::module::sales::page(ctx, from, count);
+    let cursor = match next {
+        Some(name) => [&b">"[..], &name].concat(),
+        None => b"0".to_vec(),
+    };
+    let names = names.into_iter().map(|n| Reply::Bulk(n.into_vec())).collect();
+    Reply::Array(vec![Reply::Bulk(cursor), Reply::Array(names)]).done(ctx)
 }
 
 /// A STREAM key must be empty or a stream, and writable by the caller.

@@ -333,6 +333,7 @@ impl<'a> Committer<'a> {
     pub fn init(&self, key: &RedisKeyWritable, config: SaleConfig, before: Option<u64>) -> Result<(), RedisError> {
         let total = config.total;
         key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
+        crate::module::sales::on_created(rawapi::selected_db(self.ctx), self.key.as_slice());
         self.propagate(&Effect::Init(config));
         rawapi::signal_modified(self.ctx, self.key);
         if let Some(before) = before {

@@ -41,7 +41,7 @@ pub static SALE_TYPE: RedisType = RedisType::new(
         copy2: None,
         free_effort2: None,
         mem_usage2: None,
-        unlink2: None,
+        unlink2: Some(unlink2),
     },
 );
 
@@ -64,6 +64,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
         }
         if let Some((db, key)) = &place {
             crate::module::schedules::on_loaded(*db, key, &sale);
+            crate::module::sales::on_loaded(*db, key);
         }
         Some(sale)
     }));
@@ -108,6 +109,17 @@ unsafe extern "C" fn aof_rewrite(aof: *mut raw::RedisModuleIO, key: *mut raw::Re
 
 unsafe extern "C" fn free(value: *mut c_void) {
     drop(Box::from_raw(value.cast::<Sale>()));
+}
+
+/// The value left the keyspace under its name (DEL, UNLINK, expiry,
+/// eviction, the old name of a RENAME or MOVE, a value written over): the
+/// name leaves the list of sales.
+unsafe extern "C" fn unlink2(ctx: *mut raw::RedisModuleKeyOptCtx, _value: *const c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if let Some((db, key)) = rawapi::key_of_opt_ctx(ctx) {
+            crate::module::sales::on_unlinked(db, &key);
+        }
+    }));
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {

@@ -78,7 +78,7 @@ fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
     if !rawapi::select_db(ctx, db) {
         return;
     }
-    let name = ctx.create_string(key);
+    let name = rawapi::key_name(ctx, key);
     // An expiry visit is not an access: it leaves LRU/LFU and stats alone.
     let k = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
     let Ok(Some(sale)) = k.get_value::<Sale>(&SALE_TYPE) else {

@@ -1,8 +1,9 @@
-//! Keyspace events that bring a sale to a new name (RENAME, MOVE, COPY):
-//! the name is scheduled for a visit at the next tick (the timer finds out
-//! whether it holds a sale), and a RENAME carries the sale's stream
-//! ownership to the new name. Every replica and AOF replay runs the same
-//! RENAME, so they follow it too.
+//! Keyspace events that bring a sale to a new name (RENAME, MOVE, COPY,
+//! RESTORE): the name is scheduled for a visit at the next tick (the timer
+//! finds out whether it holds a sale), joins the list of sales (`sales`) if
+//! it holds one, and a RENAME carries the sale's stream ownership to the
+//! new name. Every replica and AOF replay runs the same RENAME, so they
+//! follow it too.
 
 use std::sync::Mutex;
 
@@ -11,6 +12,7 @@ use redis_module::{Context, NotifyEvent};
 
 use crate::module::datatype::SALE_TYPE;
 use crate::module::rawapi;
+use crate::module::sales;
 use crate::module::schedules;
 use crate::rules::sale::Sale;
 
@@ -24,23 +26,31 @@ pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) 
         *RENAMING.lock().unwrap_or_else(|p| p.into_inner()) = Some(key.to_vec());
         return;
     }
-    if event == "rename_to" {
-        if let Some(from) = RENAMING.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            follow_rename(ctx, &from, key);
-        }
+    // RESTORE: the type's load has listed the name already, but RESTORE
+    // ... REPLACE over a sale unlinks the old value after that load.
+    if !matches!(event, "rename_to" | "move_to" | "copy_to" | "restore") {
+        return;
     }
-    if matches!(event, "rename_to" | "move_to" | "copy_to") {
-        schedules::schedule(rawapi::selected_db(ctx), key, 0);
-    }
+    let from = match event {
+        "rename_to" => RENAMING.lock().unwrap_or_else(|p| p.into_inner()).take(),
+        _ => None,
+    };
+    arrived(ctx, from.as_deref(), key);
+    schedules::schedule(rawapi::selected_db(ctx), key, 0);
 }
 
-/// A RENAME moved the key `from` to `to`: if `to` holds a sale, its stream
-/// ownership follows (`Sale::follow_rename`). Opened without touching LRU,
-/// LFU or the hit counters, like every visit a keyspace event causes.
-fn follow_rename(ctx: &Context, from: &[u8], to: &[u8]) {
-    let name = ctx.create_string(to);
+/// A key came to the name `to` (from `renamed_from` for a RENAME): if it
+/// holds a sale, the name joins the list of sales, and after a RENAME the
+/// sale's stream ownership follows (`Sale::follow_rename`). Opened without
+/// touching LRU, LFU or the hit counters, like every visit a keyspace
+/// event causes.
+fn arrived(ctx: &Context, renamed_from: Option<&[u8]>, to: &[u8]) {
+    let name = rawapi::key_name(ctx, to);
     let key = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
     if let Ok(Some(sale)) = key.get_value::<Sale>(&SALE_TYPE) {
-        sale.follow_rename(from, to);
+        sales::on_created(rawapi::selected_db(ctx), to);
+        if let Some(from) = renamed_from {
+            sale.follow_rename(from, to);
+        }
     }
 }

@@ -7,7 +7,8 @@
 //!   `key_events` (RENAME, MOVE, COPY);
 //! - those -> `commit` (the one write path, lazy expiry included);
 //! - `commit` -> `datatype`, `schedules` (which sales have holds, and the
-//!   load, SWAPDB and slot-migration hooks), `stream`, `stats`, `warn`;
+//!   load, SWAPDB and slot-migration hooks), `sales` (the list of sales),
+//!   `stream`, `stats`, `warn`;
 //! - at the bottom: `node` (clock, whether this node decides), `rawapi`,
 //!   `reply`, `config`, `command_info`.
 
@@ -21,6 +22,7 @@ pub mod key_events;
 pub mod node;
 pub mod rawapi;
 pub mod reply;
+pub mod sales;
 pub mod schedules;
 pub mod stats;
 pub mod stream;

@@ -12,14 +12,23 @@ pub fn selected_db(ctx: &Context) -> i32 {
     unsafe { raw::RedisModule_GetSelectedDb.unwrap()(ctx.ctx) }
 }
 
+/// A key name as a Redis string. The crate's `Context::create_string`
+/// goes through a C string and panics on a NUL byte, which key names may
+/// hold.
+pub fn key_name(ctx: &Context, bytes: &[u8]) -> redis_module::RedisString {
+    redis_module::RedisString::create_from_slice(ctx.ctx, bytes)
+}
+
 /// A command handler as Redis calls it.
 pub type CommandFn = extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
-/// Registers a command whose only key is its first argument; Redis calls
-/// `handler` directly with its argument vector.
-pub fn create_command(ctx: &Context, name: &CStr, handler: CommandFn, flags: &CStr) -> bool {
+/// Registers a command whose only key is its first argument (`keyless`:
+/// one without keys); Redis calls `handler` directly with its argument
+/// vector.
+pub fn create_command(ctx: &Context, name: &CStr, handler: CommandFn, flags: &CStr, keyless: bool) -> bool {
     let create = unsafe { raw::RedisModule_CreateCommand.unwrap() };
-    unsafe { create(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), 1, 1, 1) == raw::REDISMODULE_OK as c_int }
+    let key = c_int::from(!keyless);
+    unsafe { create(ctx.ctx, name.as_ptr(), Some(handler), flags.as_ptr(), key, key, key) == raw::REDISMODULE_OK as c_int }
 }
 
 /// The arguments Redis passed to a command handler. They live until the
@@ -171,13 +180,49 @@ pub fn key_of_io(io: *mut raw::RedisModuleIO) -> Option<(i32, Vec<u8>)> {
     unsafe {
         let name = raw::RedisModule_GetKeyNameFromIO?(io);
         let db = raw::RedisModule_GetDbIdFromIO?(io);
-        if name.is_null() {
-            return None;
-        }
-        let mut len = 0;
-        let ptr = raw::RedisModule_StringPtrLen.unwrap()(name, &mut len);
-        Some((db, std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec()))
+        place(db, name)
     }
+}
+
+/// A database and a key name the server passed, copied out.
+fn place(db: c_int, name: *const raw::RedisModuleString) -> Option<(i32, Vec<u8>)> {
+    if name.is_null() {
+        return None;
+    }
+    Some((db, bytes_of(name.cast_mut()).to_vec()))
+}
+
+/// The database and name of the key a type callback with a key context
+/// (unlink2, copy2, ...) is called for.
+pub fn key_of_opt_ctx(ctx: *mut raw::RedisModuleKeyOptCtx) -> Option<(i32, Vec<u8>)> {
+    unsafe {
+        let name = raw::RedisModule_GetKeyNameFromOptCtx?(ctx);
+        let db = raw::RedisModule_GetDbIdFromOptCtx?(ctx);
+        place(db, name)
+    }
+}
+
+/// Calls `callback(db)` once a FLUSHDB (`db`) or FLUSHALL (-1) has
+/// emptied the data, a replica's full sync and DEBUG RELOAD included.
+pub fn on_flush(ctx: &Context, callback: fn(i32)) -> bool {
+    static CALLBACK: std::sync::OnceLock<fn(i32)> = std::sync::OnceLock::new();
+    unsafe extern "C" fn trampoline(
+        _ctx: *mut raw::RedisModuleCtx,
+        _eid: raw::RedisModuleEvent,
+        subevent: u64,
+        data: *mut std::os::raw::c_void,
+    ) {
+        if subevent != raw::REDISMODULE_SUBEVENT_FLUSHDB_END || data.is_null() {
+            return;
+        }
+        let info = &*data.cast::<raw::RedisModuleFlushInfoV1>();
+        if let Some(cb) = CALLBACK.get() {
+            cb(info.dbnum);
+        }
+    }
+    let _ = CALLBACK.set(callback);
+    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
 }
 
 /// The server's state during an RDB load (loading, cluster mode).

@@ -36,7 +36,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // The commands go through the raw API (`commands::dispatch` reads
     // their arguments in place); the crate's table is left empty.
     for &(name, handler, flags) in COMMANDS {
-        if !crate::module::rawapi::create_command(ctx, name, handler, flags) {
+        let keyless = crate::module::command_info::is_keyless(name);
+        if !crate::module::rawapi::create_command(ctx, name, handler, flags, keyless) {
             ctx.log_warning(&format!("seckill: could not create command {name:?}"));
             return Status::Err;
         }
@@ -46,19 +47,24 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("seckill: could not set command info (key-specs)");
         return Status::Err;
     }
-    if !crate::module::rawapi::on_swapdb(ctx, crate::module::schedules::on_swapdb) {
+    if !crate::module::rawapi::on_swapdb(ctx, on_swapdb) {
         ctx.log_warning("seckill: could not subscribe to SWAPDB events");
     }
-    if !crate::module::rawapi::on_async_load(ctx, crate::module::schedules::on_async_load) {
+    if !crate::module::rawapi::on_async_load(ctx, on_async_load) {
         ctx.log_warning("seckill: could not subscribe to asynchronous load events");
         return Status::Err;
+    }
+    // The list of sales forgets a flushed database's names at once (a
+    // listing would drop them anyway, one page at a time).
+    if !crate::module::rawapi::on_flush(ctx, crate::module::sales::on_flush) {
+        ctx.log_warning("seckill: could not subscribe to FLUSHDB events");
     }
     // Valkey 9's atomic slot migration: a target leaves the sales it
     // imports to the source until it owns them, a source forgets the
     // sales it gave away (`schedules::on_slot_migration`). Only Valkey has
     // the event (Redis 8.4 uses its number for another one).
     let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
-    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, crate::module::schedules::on_slot_migration) {
+    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, on_slot_migration) {
         ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
     }
     // The fence's current id (`node::replid`): read now, and again after
@@ -70,6 +76,28 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     crate::module::expiry::start(ctx);
     Status::Ok
+}
+
+/// The registries that follow the data: the expiry schedule and the list
+/// of sales.
+fn on_swapdb(first: i32, second: i32) {
+    crate::module::schedules::on_swapdb(first, second);
+    crate::module::sales::on_swapdb(first, second);
+}
+
+fn on_async_load(event: crate::module::rawapi::AsyncLoad) {
+    crate::module::schedules::on_async_load(event);
+    crate::module::sales::on_async_load(event);
+}
+
+fn on_slot_migration(phase: crate::module::rawapi::SlotMigration, ranges: &[(u16, u16)]) {
+    crate::module::schedules::on_slot_migration(phase, ranges);
+    if phase == crate::module::rawapi::SlotMigration::ExportCompleted {
+        crate::module::sales::forget(|key| {
+            let slot = crate::rules::slot::key_slot(key);
+            ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
+        });
+    }
 }
 
 redis_module! {

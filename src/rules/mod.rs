@@ -2,6 +2,7 @@
 //! command decides, and the effects that replay a decision anywhere.
 
 pub mod buckets;
+pub mod catalog;
 pub mod config;
 pub mod digits;
 pub mod effect;

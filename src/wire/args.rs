@@ -289,6 +289,23 @@ pub fn parse_entrants(args: &[&[u8]]) -> ArgResult<(u64, usize)> {
     Ok((cursor, parse_count(rest, MAX_ENTRANTS_COUNT, DEFAULT_ENTRANTS_COUNT)?))
 }
 
+/// SALES' COUNT: names per page at the most, and when not given.
+pub const MAX_SALES_COUNT: u64 = 1000;
+pub const DEFAULT_SALES_COUNT: u64 = 100;
+
+/// `SECKILL.SALES cursor [COUNT n]`; `args` starts at the cursor: `0` (the
+/// first page) or a cursor SALES returned, `>` and the name its next page
+/// starts at. Returns that name (`None`: the first page) and the count.
+pub fn parse_sales<'a>(args: &[&'a [u8]]) -> ArgResult<(Option<&'a [u8]>, usize)> {
+    let (cursor, rest) = args.split_first().ok_or(ArgError::Arity)?;
+    let from = match cursor {
+        [b'0'] => None,
+        [b'>', name @ ..] if !name.is_empty() => Some(name),
+        _ => return Err(ArgError::Msg("ERR cursor must be 0 or a cursor SECKILL.SALES returned".into())),
+    };
+    Ok((from, parse_count(rest, MAX_SALES_COUNT, DEFAULT_SALES_COUNT)?))
+}
+
 /// `SECKILL.RELEASE|CONFIRM|GET key reservation-id`.
 pub fn parse_rid<'a>(args: &[&'a [u8]]) -> ArgResult<&'a [u8]> {
     match args {
@@ -555,5 +572,16 @@ mod tests {
         assert_eq!(r(&[b"p", b"1", b"2"]), Err(ArgError::Arity));
         assert_eq!(r(&[b"p", b"1", b"ROUND"]), Err(ArgError::Arity));
         assert_eq!(r(&[b"p"]), Err(ArgError::Arity));
+    }
+
+    #[test]
+    fn sales_cursor_and_count() {
+        assert_eq!(parse_sales(&[b"0"]), Ok((None, DEFAULT_SALES_COUNT as usize)));
+        assert_eq!(parse_sales(&[b">a\0b", b"count", b"1000"]), Ok((Some(&b"a\0b"[..]), 1000)));
+        for bad in [&b"1"[..], b">", b"", b"00", b"a"] {
+            assert!(msg(parse_sales(&[bad])).contains("cursor"), "{bad:?}");
+        }
+        assert!(msg(parse_sales(&[b"0", b"COUNT", b"1001"])).contains("COUNT"));
+        assert_eq!(parse_sales(&[]), Err(ArgError::Arity));
     }
 }

@@ -34,7 +34,7 @@ DRIVER = ('ACL SETUSER sale-driver reset on >driver-password ~sale:* '
 
 ALL = ['seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
        'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv', 'seckill.enter',
-       'seckill.draw', 'seckill.entrants', 'seckill.unfence']
+       'seckill.draw', 'seckill.entrants', 'seckill.unfence', 'seckill.sales']
 # What src/command_info.rs puts each command in.
 CATEGORIES = {
     'seckill.init': {'write', 'slow'},
@@ -51,6 +51,7 @@ CATEGORIES = {
     'seckill.draw': {'write', 'slow'},
     'seckill.entrants': {'read', 'slow'},
     'seckill.unfence': {'write', 'fast'},
+    'seckill.sales': {'read', 'slow'},
 }
 DRAW_SALE = 'sale:{d}'
 
