@@ -1738,6 +1738,13 @@ local function parse_round(raw)
     return raw
 end
 
+-- A draw part that has begun drawing moves no stock: its stock was fixed
+-- by the first DRAW, and a split draw's shares must stay what its entrants
+-- imply (docs/split-sales.md).
+local DRAWING = 'ERR the draw part has begun drawing: its stock moves no more'
+
+local function has_begun_drawing(S) return S.draw and S:dstate().dstock >= 0 end
+
 local ROUND_REQUIRED = 'ERR ROUND is required: the split sale\'s round, so a transfer from another round changes nothing'
 
 -- Only a part of a split sale moves stock, only with a peer it declared,
@@ -1816,6 +1823,7 @@ local function cmd_send(keys, args)
     local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
     local sent, recv = check_transfer(S, peer, round)
+    if has_begun_drawing(S) and not S:get('t:' .. tid) then fail(DRAWING) end
     if S:fenced() then fail(FENCED) end
     local before = S.rem
     S:expire_due(now_ms(), LAZY_CHUNK)
@@ -1875,6 +1883,7 @@ local function cmd_recv(keys, args)
     local sent, recv = check_transfer(S, peer, round)
     -- A total the key cannot hold is refused before anything changes.
     local credit = total_n and math.max(0, total_n - recv)
+    if has_begun_drawing(S) and (credit == nil or credit > 0) then fail(DRAWING) end
     if credit == nil or (credit > 0 and S.total + S.recv - S.sent + credit > MAX_TOTAL) then
         fail('ERR sent_total cannot be credited: the credit would take the sale past 10^15 units')
     end

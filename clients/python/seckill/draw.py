@@ -361,6 +361,28 @@ def combine(name: str, parts: Sequence[Verdict]) -> Verdict:
                    first=worst.first, mismatches=sum(v.mismatches for v in parts), **total)
 
 
+def check_shares(name: str, round_: str, parts: Sequence[Verdict]) -> Optional[Verdict]:
+    """A split draw's shares: each part's `draw_stock` must be its share of
+    the parts' stock by entrants, as the client's own plan makes it
+    (`allocate` over the parts' entrants, salted with the round). None when
+    they match; a MISMATCH naming the first part that does not (stock moved
+    to the part that holds more friends of the shop, say). Parts that
+    verified on their own seed only (each must be OK first)."""
+    stock = sum(v.draw_stock or 0 for v in parts)
+    weights = {v.key: v.entrants for v in parts}
+    shares = allocate(stock, weights, round_)
+    wrong = [v for v in parts if any(weights.values()) and (v.draw_stock or 0) != shares[v.key]]
+    if not wrong:
+        return None
+    v = wrong[0]
+    return Verdict(MISMATCH, 'part %s drew over %d units, but its share of the %d units by its %d of %d '
+                   'entrants is %d (%d parts differ)'
+                   % (v.key, v.draw_stock or 0, stock, v.entrants, sum(weights.values()), shares[v.key],
+                      len(wrong)),
+                   entrants=sum(weights.values()), winners=sum(x.winners for x in parts), key=name,
+                   parts=list(parts), mismatches=len(wrong))
+
+
 # ---------------------------------------------------------------- split sales
 
 def _tie(salt: str, key: str) -> bytes:
