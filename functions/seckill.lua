@@ -1617,6 +1617,16 @@ local function cmd_confirm(keys, args)
     end)
 end
 
+-- Whether reservation r is one the draw made: its user is an entrant that
+-- won (drawn, or promoted from the waitlist) with its QTY. RECONCILE on a
+-- draw sale takes stock for no other (docs/draw-sales.md).
+local function draw_made(S, r)
+    local e = r and S:get('E:' .. r.user)
+    if not e then return false end
+    local qty, res = entrant_parse(e)
+    return res ~= 'e' and qty == r.qty
+end
+
 local function cmd_reconcile(keys, args)
     local key = one_key(keys, 'seckill.reconcile')
     local expire, apply, orders, format = false, false, nil, nil
@@ -1663,7 +1673,9 @@ local function cmd_reconcile(keys, args)
         local rid, user, qty = row[1], row[2], row[3]
         local r = S:find(rid)
         local s = r and state_of(r)
-        if s == 'c' then
+        if S.draw and s ~= 'c' and s ~= 'p' and not draw_made(S, r) then
+            conflict[#conflict + 1] = rid
+        elseif s == 'c' then
             ok = ok + 1
         elseif s == 'p' then
             pending[#pending + 1] = rid
