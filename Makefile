@@ -213,9 +213,9 @@ redis-suite: $(if $(filter $(CURDIR)/target/release/libredis_seckill.so,$(MODULE
 # argument / effect parsers (cargo fuzz, libFuzzer), FUZZ_SECONDS per target.
 FUZZ_SECONDS ?= 60
 FUZZ_TOOLCHAIN := $(shell rustup toolchain list 2>/dev/null | grep -q '^nightly' && echo +nightly)
-fuzz: ## libFuzzer on the RDB decoder and the argument and effect parsers
+fuzz: ## libFuzzer on the RDB decoder, the argument and effect parsers, split and draw effects
 	@command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
-	for t in decode args; do \
+	for t in decode args transfers_draw; do \
 		RUSTC_BOOTSTRAP=1 cargo $(FUZZ_TOOLCHAIN) fuzz run --fuzz-dir fuzz -O $$t -- \
 			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
 	done

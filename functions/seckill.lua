@@ -1617,6 +1617,16 @@ local function cmd_confirm(keys, args)
     end)
 end
 
+-- Whether reservation r is one the draw made: its user is an entrant that
+-- won (drawn, or promoted from the waitlist) with its QTY. RECONCILE on a
+-- draw sale takes stock for no other (docs/draw-sales.md).
+local function draw_made(S, r)
+    local e = r and S:get('E:' .. r.user)
+    if not e then return false end
+    local qty, res = entrant_parse(e)
+    return res ~= 'e' and qty == r.qty
+end
+
 local function cmd_reconcile(keys, args)
     local key = one_key(keys, 'seckill.reconcile')
     local expire, apply, orders, format = false, false, nil, nil
@@ -1663,7 +1673,9 @@ local function cmd_reconcile(keys, args)
         local rid, user, qty = row[1], row[2], row[3]
         local r = S:find(rid)
         local s = r and state_of(r)
-        if s == 'c' then
+        if S.draw and s ~= 'c' and s ~= 'p' and not draw_made(S, r) then
+            conflict[#conflict + 1] = rid
+        elseif s == 'c' then
             ok = ok + 1
         elseif s == 'p' then
             pending[#pending + 1] = rid
@@ -1737,6 +1749,13 @@ local function parse_round(raw)
     if #raw < 1 or #raw > MAX_ROUND then fail('ERR ROUND must be 1 to 64 bytes') end
     return raw
 end
+
+-- A draw part that has begun drawing moves no stock: its stock was fixed
+-- by the first DRAW, and a split draw's shares must stay what its entrants
+-- imply (docs/split-sales.md).
+local DRAWING = 'ERR the draw part has begun drawing: its stock moves no more'
+
+local function has_begun_drawing(S) return S.draw and S:dstate().dstock >= 0 end
 
 local ROUND_REQUIRED = 'ERR ROUND is required: the split sale\'s round, so a transfer from another round changes nothing'
 
@@ -1816,6 +1835,7 @@ local function cmd_send(keys, args)
     local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
     local sent, recv = check_transfer(S, peer, round)
+    if has_begun_drawing(S) and not S:get('t:' .. tid) then fail(DRAWING) end
     if S:fenced() then fail(FENCED) end
     local before = S.rem
     S:expire_due(now_ms(), LAZY_CHUNK)
@@ -1875,6 +1895,7 @@ local function cmd_recv(keys, args)
     local sent, recv = check_transfer(S, peer, round)
     -- A total the key cannot hold is refused before anything changes.
     local credit = total_n and math.max(0, total_n - recv)
+    if has_begun_drawing(S) and (credit == nil or credit > 0) then fail(DRAWING) end
     if credit == nil or (credit > 0 and S.total + S.recv - S.sent + credit > MAX_TOTAL) then
         fail('ERR sent_total cannot be credited: the credit would take the sale past 10^15 units')
     end

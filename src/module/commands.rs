@@ -667,15 +667,18 @@ fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
 /// Only a part of a split sale moves stock, only with a peer it declared
 /// and only in its own round: checked before anything changes.
 fn check_transfer(sale: &Sale, peer: &[u8], round: &[u8]) -> Result<(), RedisError> {
-    sale.check_transfer(peer, round).map_err(|refusal| {
-        stats::TRANSFERS_REFUSED.add(1);
-        RedisError::Str(match refusal {
-            TransferRefusal::NotSplit => "ERR the sale is not a part of a split sale (INIT ... SPLIT)",
-            TransferRefusal::StaleRound => {
-                "STALEROUND the key is in another round of its split sale (an INIT ... REPLACE started it): reload the layout"
-            }
-            TransferRefusal::UnknownPeer => "ERR the peer is not one of this part's declared peers",
-        })
+    sale.check_transfer(peer, round).map_err(transfer_refused)
+}
+
+fn transfer_refused(refusal: TransferRefusal) -> RedisError {
+    stats::TRANSFERS_REFUSED.add(1);
+    RedisError::Str(match refusal {
+        TransferRefusal::NotSplit => "ERR the sale is not a part of a split sale (INIT ... SPLIT)",
+        TransferRefusal::StaleRound => {
+            "STALEROUND the key is in another round of its split sale (an INIT ... REPLACE started it): reload the layout"
+        }
+        TransferRefusal::UnknownPeer => "ERR the peer is not one of this part's declared peers",
+        TransferRefusal::Drawing => "ERR the draw part has begun drawing: its stock moves no more",
     })
 }
 
@@ -694,6 +697,7 @@ fn send(ctx: &Context, call: &Call) -> RedisResult {
         return Reply::Null.done(ctx);
     };
     check_transfer(sale, a.peer, a.round)?;
+    sale.check_send_move(a.tid).map_err(transfer_refused)?;
     check_fence(sale)?;
     let now = now_ms();
     let stream = due_stream(ctx, name, sale, now)?;
@@ -739,6 +743,7 @@ fn recv(ctx: &Context, call: &Call) -> RedisResult {
         return Reply::Null.done(ctx);
     };
     check_transfer(sale, peer, round)?;
+    sale.check_recv_move(peer, sent_total).map_err(transfer_refused)?;
     // A total the sale cannot hold is refused before anything changes
     // (expiry below moves units within the sale, never past this check).
     sale.plan_recv(peer, sent_total).map_err(|e| RedisError::String(format!("ERR sent_total cannot be credited: {}", e.0)))?;

@@ -56,6 +56,8 @@ pub enum TransferRefusal {
     StaleRound,
     /// The peer is not one the key declared.
     UnknownPeer,
+    /// A draw part that has begun drawing: its stock is the draw's.
+    Drawing,
 }
 
 /// A change that does not fit the state it is applied to.

@@ -20,7 +20,8 @@ pub struct OrdersReport {
     pub pending: Vec<Box<[u8]>>,
     pub released: Vec<Box<[u8]>>,
     pub unknown: Vec<Box<[u8]>>,
-    /// With APPLY: released or unknown orders the stock could not cover.
+    /// With APPLY: released or unknown orders the stock could not cover;
+    /// on a draw sale also (APPLY or not) those the draw did not make.
     pub conflict: Vec<Box<[u8]>>,
 }
 
@@ -28,7 +29,11 @@ pub struct OrdersReport {
 /// `commit` (which applies it to the sale) before the next
 /// row is looked at, so later rows see the stock earlier fixes took. The
 /// caller publishes the fixes of one call as one effect (`Effect::Batch`).
-/// For ids the sale knows, its own record (user, qty) is kept.
+/// For ids the sale knows, its own record (user, qty) is kept. On a draw
+/// sale the draw's stock goes to the draw's reservations only: an order
+/// that is not a reservation the draw made (`Sale::is_draw_reservation`)
+/// and would take stock (unknown, or released) is a conflict and takes
+/// nothing, with or without APPLY.
 pub fn reconcile_orders(
     sale: &mut Sale,
     orders: &[Order],
@@ -40,6 +45,11 @@ pub fn reconcile_orders(
     for order in orders {
         let rid: Box<[u8]> = order.rid.into();
         let state = sale.get(order.rid).map(|r| r.state());
+        let takes_stock = !matches!(state, Some(State::Confirmed | State::Pending));
+        if takes_stock && sale.is_draw() && !sale.is_draw_reservation(order.rid) {
+            report.conflict.push(rid);
+            continue;
+        }
         let fix = match state {
             Some(State::Confirmed) => {
                 report.ok += 1;

@@ -445,4 +445,35 @@ mod tests {
         let peers = vec![(Box::from(&b"p"[..]), Counters { sent: 1, received: 0 })];
         assert!(s.restore_transfers(vec![9], peers, vec![]).is_ok());
     }
+
+    /// A draw part that has begun drawing moves no stock: SEND and a RECV
+    /// that would credit are refused (changing nothing), while a repeated
+    /// tid and a RECV that credits nothing are still answered; the effects
+    /// are refused too.
+    #[test]
+    fn a_draw_part_that_has_begun_drawing_moves_no_stock() {
+        let split = crate::rules::config::SplitConfig::new(Some(b"k"), b"r1", &[b"q", b"p"]).unwrap();
+        let config = SaleConfig { split: Some(split), draw: Some([7; 32]), end_ms: 100, ..plain(10, 1) };
+        let mut s = Sale::new(config);
+        assert_eq!(send(&mut s, b"p", 2, 1, b"t1"), 2);
+        assert_eq!(recv(&mut s, b"q", 3), 3);
+        s.add_entrants(&[crate::rules::sale::EntrantRec {
+            user: b"u".as_slice().into(),
+            qty: 1,
+            reqid: None,
+            result: crate::rules::sale::EntrantResult::Entered,
+        }])
+        .unwrap();
+        assert!(s.check_send_move(b"t2").is_ok() && s.check_recv_move(b"q", 4).is_ok(), "before the draw");
+        s.draw_step(10, 200).expect("the draw begins");
+        let before = encode(&s);
+        assert_eq!(s.check_send_move(b"t2"), Err(TransferRefusal::Drawing));
+        assert_eq!(s.check_recv_move(b"q", 4), Err(TransferRefusal::Drawing));
+        assert_eq!(s.check_send_move(b"t1"), Ok(()), "a repeated tid takes nothing");
+        assert_eq!(s.check_recv_move(b"q", 3), Ok(()), "nothing to credit");
+        let takes = vec![crate::rules::buckets::Take { bucket: 0, qty: 1 }];
+        assert!(Effect::Send { peer: b"p".as_slice().into(), tid: b"t2".as_slice().into(), takes: takes.clone() }.apply(&mut s).is_err());
+        assert!(Effect::Recv { peer: b"q".as_slice().into(), sent_total: 4, credits: takes }.apply(&mut s).is_err());
+        assert_eq!(encode(&s), before, "nothing changed");
+    }
 }

@@ -226,3 +226,53 @@ def test_corrupt_aof_rewrite_commands_never_crash():
     env.assertTrue(conn.ping())
     env.assertGreater(refused, 0)
     env.debugPrint('AOF rewrite mutants: %d commands applied, %d refused' % (applied, refused), force=True)
+
+
+def _varint(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_varint(buf, pos):
+    n = shift = 0
+    while True:
+        b = buf[pos]
+        n |= (b & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if not b & 0x80:
+            return n, pos
+
+
+MAX_TIME_MS = 253402300799999  # docs/commands.md: times up to year 9999
+
+
+def test_restore_with_a_record_time_past_the_bound_is_refused():
+    """A crafted payload whose one record was created near 2^64 is refused
+    and creates nothing; at the bound it loads and RESERVE still answers."""
+    env = Env()
+    conn = env.getConnection()
+    conn.execute_command('CONFIG', 'SET', 'rdbcompression', 'no')
+    conn.execute_command('SECKILL.INIT', 'src:{t}', 10)
+    conn.execute_command('SECKILL.RESERVE', 'src:{t}', 'u0', 'REQID', 'r0')
+    header, encoded, version = split_dump(conn.execute_command('DUMP', 'src:{t}'))
+    # The record: id, user, qty, state, created, deadline (commands.md's v5).
+    at = encoded.index(b'\x02r0\x02u0') + 6
+    _, pos = _read_varint(encoded, at)  # qty
+    _, pos = _read_varint(encoded, pos)  # state
+    created, end = _read_varint(encoded, pos)
+    env.assertGreater(created, 10 ** 12)
+
+    def with_created(ms):
+        return build_dump(header, encoded[:pos] + _varint(ms) + encoded[end:], version)
+
+    for ms in (2 ** 64 - 2, 2 ** 64 - 1, MAX_TIME_MS + 1):
+        with env.assertResponseError(contained='Bad data format'):
+            conn.execute_command('RESTORE', 'bad:{t}', 0, with_created(ms))
+        env.assertEqual(conn.exists('bad:{t}'), 0)
+    env.assertTrue(conn.execute_command('RESTORE', 'edge:{t}', 0, with_created(MAX_TIME_MS)) in (True, b'OK'))
+    env.assertEqual(conn.execute_command('SECKILL.RESERVE', 'edge:{t}', 'u1')[0], b'RESERVED')

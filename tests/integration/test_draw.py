@@ -398,6 +398,24 @@ def test_waitlist_through_reconcile():
     env.assertEqual(as_dict(c.execute_command('SECKILL.GET', 'd:{c}', rid))['state'], 'confirmed')
 
 
+def test_reconcile_takes_no_draw_stock_outside_the_draw():
+    """RECONCILE on a draw sale: an order that is no reservation the draw
+    made (an unknown id, even a winner's user, any QTY) is a conflict, with
+    or without APPLY, and takes nothing; a winner's own order is ok."""
+    env, c = _env()
+    order = _sold_draw(env, c, 'd:{o}', 10, 3)
+    before = info(c, 'd:{o}')
+    env.assertEqual(before['remaining'], 7)
+    rows = ['ORDERS', 3, 'x1', 'outsider', 7, 'x2', order[0], 1, 'rid-' + order[1], order[1], 1]
+    for tail in ([], ['APPLY']):
+        rep = as_dict(c.execute_command('SECKILL.RECONCILE', 'd:{o}', *rows, *tail))
+        env.assertEqual((rep['orders_conflict'], rep['orders_unknown'], rep['orders_pending']), (2, 0, 1))
+        env.assertEqual(sorted(rep['orders_conflict_ids']), ['x1', 'x2'])
+        env.assertEqual(rep['remaining'], 7)
+    env.assertIsNone(c.execute_command('SECKILL.GET', 'd:{o}', 'x1'))
+    env.assertEqual(info(c, 'd:{o}')['invariant'], 'ok')
+
+
 # -------------------------------------------------------------- persistence
 
 def _mid_draw_state(c, key, skey):

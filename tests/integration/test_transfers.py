@@ -567,3 +567,36 @@ def test_peers_are_bounded():
     env.assertEqual((len(r['peers']), r['sent'], r['received']), (1024, 0, 0))
     env.expect('SECKILL.INIT', B, 10, 'SPLIT', ROUND, 2, A, A).error().contains('twice')
     env.expect('SECKILL.INIT', B, 10, 'SPLIT', ROUND, 1, B).error().contains('differ')
+
+
+def test_a_draw_part_that_has_begun_drawing_moves_no_stock():
+    """Once a part of a split draw has drawn, SEND from it and a RECV that
+    would credit it are refused with a clear ERR, changing nothing; a
+    repeated tid and a RECV that credits nothing are still answered. A part
+    that has not drawn yet still moves stock."""
+    env = Env(decodeResponses=True)
+    c = env.getConnection()
+    end = server_ms(c) + 300
+    env.assertEqual(init(c, A, 10, 'END', end, 'DRAW'), 'OK')
+    env.assertEqual(init(c, B, 0, 'END', end, 'DRAW'), 'OK')
+    env.assertEqual(send(c, A, B, 4, 'before'), [4, 4, 6])
+    env.assertEqual(recv(c, B, A, 4), [4, 4, 4])
+    c.execute_command('SECKILL.ENTER', A, 'u1')
+    while server_ms(c) < end:
+        time.sleep(0.02)
+    c.execute_command('SECKILL.DRAW', A)
+    before = digest(c)
+    for args in (('SECKILL.SEND', A, B, 1, 'TID', 'after', 'ROUND', ROUND),
+                 ('SECKILL.RECV', A, B, 1, 'ROUND', ROUND)):
+        env.expect(*args).error().contains('has begun drawing')
+        env.assertEqual(digest(c), before)
+    # What moves nothing is still answered.
+    env.assertEqual(send(c, A, B, 4, 'before'), [0, 4, 5])
+    env.assertEqual(recv(c, A, B, 0), [0, 0, 5])
+    # B has not drawn: it may still send, but A takes none of it.
+    env.assertEqual(send(c, B, A, 1, 'b1'), [1, 1, 3])
+    env.expect('SECKILL.RECV', A, B, 1, 'ROUND', ROUND).error().contains('has begun drawing')
+    for k in (A, B):
+        r = info(c, k)
+        env.assertEqual(r['remaining'] + r['pending'] + r['confirmed'], r['total'] + r['received'] - r['sent'])
+        env.assertEqual(r['invariant'], 'ok')

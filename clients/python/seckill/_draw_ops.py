@@ -67,8 +67,9 @@ def draw_info(key: str) -> Steps:
 
 def _fixed(info: Optional[d.DrawInfo]) -> Any:
     """What a verification reads that only a REPLACE (or a DEL) changes once
-    the draw is complete."""
-    return None if info is None else (info.seed, info.draw_stock, info.entrants)
+    the draw is complete, and the units held, which a waitlist promotion
+    made while the entrants were read changes too."""
+    return None if info is None else (info.seed, info.draw_stock, info.entrants, info.held)
 
 
 def verify(key: str, count: int = d.MAX_PAGE) -> Steps:
@@ -84,7 +85,7 @@ def verify(key: str, count: int = d.MAX_PAGE) -> Steps:
     after = yield from draw_info(key)
     if _fixed(after) != _fixed(before):      # REPLACEd or deleted meanwhile
         return d.Verdict(d.IN_PROGRESS, 'the sale changed while its entrants were read '
-                         '(a REPLACE?): run the verification again', key=key)
+                         '(a REPLACE, or a waitlist promotion): run the verification again', key=key)
     return d.verify(after, entrants, key)
 
 

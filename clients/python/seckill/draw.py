@@ -167,6 +167,10 @@ class DrawInfo:
     draw_stock: Optional[int]
     seed_commitment: str
     seed: Optional[str]
+    # Units of every reservation the sale made, live or not (INFO's pending
+    # + confirmed + released): on an honest draw sale exactly the QTYs of
+    # the entrants that won, in the draw or from the waitlist.
+    held: int = 0
 
     @property
     def started(self) -> bool:
@@ -191,7 +195,8 @@ def draw_info(report: Optional[Mapping[str, Any]]) -> Optional[DrawInfo]:
                     remaining=int(report.get('remaining', 0)),
                     draw_stock=_opt_int(report.get('draw_stock'), 'draw_stock'),
                     seed_commitment=str(text(report.get('seed_commitment')) or ''),
-                    seed=seed or None)
+                    seed=seed or None,
+                    held=sum(int(report.get(f) or 0) for f in ('pending', 'confirmed', 'released')))
 
 
 # ---------------------------------------------------------------- the draw order
@@ -286,6 +291,9 @@ class Verdict:
     mismatches: int = 0
     key: Optional[str] = None
     parts: List['Verdict'] = field(default_factory=list)
+    # Units held by reservations the draw did not make (0 on an honest
+    # sale): see `outside_draw`.
+    outside_draw: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -344,8 +352,22 @@ def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant],
                        'ENTRANTS says %s (%d entrants differ)'
                        % (_show(first['user']), first['position'], first['expected'],
                           first['actual'], bad), first=first, mismatches=bad, **base)
+    base['outside_draw'] = outside = outside_draw(info, entrants)
+    if outside != 0:
+        return Verdict(MISMATCH, '%d units are held by reservations the draw did not make (the '
+                       "sale's reservations hold %d units, its winners' QTYs add up to %d)"
+                       % (outside, info.held, info.held - outside), **base)
     return Verdict(OK, 'verified: %d winners of %d entrants over draw_stock %d, seed matches '
                    'its commitment' % (sum(wins), len(entrants), info.draw_stock), **base)
+
+
+def outside_draw(info: DrawInfo, entrants: Sequence[Entrant]) -> int:
+    """Units of the sale's reservations (every one it ever made, released
+    or not) beyond the QTYs of the entrants that won: the draw makes one
+    reservation per winner with its QTY, and RECONCILE takes no draw stock
+    for any other order, so this is 0 on an honest sale; stock taken outside
+    the draw makes it positive."""
+    return info.held - sum(e.qty for e in entrants if e.result in (R_DRAWN, R_PROMOTED))
 
 
 def combine(name: str, parts: Sequence[Verdict]) -> Verdict:
@@ -359,6 +381,28 @@ def combine(name: str, parts: Sequence[Verdict]) -> Verdict:
                        % (len(parts), total['winners'], total['entrants']), **total)
     return Verdict(worst.status, 'part %s: %s' % (worst.key, worst.message),
                    first=worst.first, mismatches=sum(v.mismatches for v in parts), **total)
+
+
+def check_shares(name: str, round_: str, parts: Sequence[Verdict]) -> Optional[Verdict]:
+    """A split draw's shares: each part's `draw_stock` must be its share of
+    the parts' stock by entrants, as the client's own plan makes it
+    (`allocate` over the parts' entrants, salted with the round). None when
+    they match; a MISMATCH naming the first part that does not (stock moved
+    to the part that holds more friends of the shop, say). Parts that
+    verified on their own seed only (each must be OK first)."""
+    stock = sum(v.draw_stock or 0 for v in parts)
+    weights = {v.key: v.entrants for v in parts}
+    shares = allocate(stock, weights, round_)
+    wrong = [v for v in parts if any(weights.values()) and (v.draw_stock or 0) != shares[v.key]]
+    if not wrong:
+        return None
+    v = wrong[0]
+    return Verdict(MISMATCH, 'part %s drew over %d units, but its share of the %d units by its %d of %d '
+                   'entrants is %d (%d parts differ)'
+                   % (v.key, v.draw_stock or 0, stock, v.entrants, sum(weights.values()), shares[v.key],
+                      len(wrong)),
+                   entrants=sum(weights.values()), winners=sum(x.winners for x in parts), key=name,
+                   parts=list(parts), mismatches=len(wrong))
 
 
 # ---------------------------------------------------------------- split sales

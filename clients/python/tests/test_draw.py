@@ -350,6 +350,33 @@ def test_split_draw_proportional(backend_client):
     assert sale.verify_draw().ok
 
 
+def test_split_draw_with_stock_moved_to_one_part_fails_verification(backend_client):
+    """Every part's draw is honest on its own seed, but all the stock went to
+    the part that holds the fewest entrants (the shop's friends, say): the
+    shares do not match the entrants, and verify_draw says so."""
+    dr, backend = backend_client
+    parts, stock = 3, 30
+    for k in dr.keys('sale:{sk*'):
+        dr.delete(k)
+    sale = SplitSale(dr, 'sk', backend=backend)
+    end = Sale(dr, 'x').server_ms() + WINDOW_MS + 300
+    sale.create(stock, parts=parts, limit=1, end_ms=end, draw=True)
+    for i, n in enumerate([20, 20, 2]):
+        for u in users_homed(i, parts, n, 'sk'):
+            sale.enter(u)
+    wait_past(Sale(dr, 'x'), end)
+    lay = sale.layout()
+    rigged = {k: (1 if k == lay.parts[2] else 0) for k in lay.parts}
+    sale._run(sale.core.drawer.rebalance(lay, rigged))
+    sale._run(sale.core.drawer.draw_parts(lay, 100))
+    assert Sale(dr, lay.parts[2], backend=backend).info()['draw_stock'] == stock
+    v = sale.verify_draw()
+    assert all(part.ok for part in v.parts)      # each part alone verifies
+    assert v.status == d.MISMATCH and 'share' in v.message and v.mismatches == parts, v.message
+    url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sk']) == 1
+
+
 def test_async_split_draw(backend_client):
     from seckill.aio import SplitSale as AioSplitSale
     dr, backend = backend_client

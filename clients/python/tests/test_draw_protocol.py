@@ -202,8 +202,10 @@ def drawn_sale(qtys, stock, seed=SEED_HEX, promoted=()):
     won = set(d.winners(seed, ents, stock))
     ents = [e._replace(result='drawn' if e.user in won else
                        'promoted' if e.user in promoted else 'entered') for e in ents]
+    held = sum(e.qty for e in ents if e.result != 'entered')
     info = d.DrawInfo(entrants=len(ents), drawn=len(won), left_to_draw=0, waitlist=0,
-                      remaining=0, draw_stock=stock, seed_commitment=d.commitment(seed), seed=seed)
+                      remaining=0, draw_stock=stock, seed_commitment=d.commitment(seed), seed=seed,
+                      held=held)
     return info, ents
 
 
@@ -240,6 +242,17 @@ def test_verify_tampered():
     # an entrant left out of the list
     v = d.verify(info, ents[1:])
     assert v.status == d.MISMATCH and 'listed 29' in v.message
+
+
+def test_verify_counts_units_held_outside_the_draw():
+    """Every winner right, but the sale's reservations hold more units than
+    its winners' QTYs (stock taken for an order the draw did not make):
+    a mismatch that names the figure; 0 on the honest sale."""
+    info, ents = drawn_sale([1, 2, 1, 3, 1, 1, 2], 5)
+    assert d.verify(info, ents).outside_draw == 0
+    v = d.verify(replace(info, held=info.held + 3), ents)
+    assert v.status == d.MISMATCH and v.outside_draw == 3 and 'did not make' in v.message, v.message
+    assert d.verify(replace(info, held=info.held - 1), ents).status == d.MISMATCH
 
 
 def test_verify_not_ready():
@@ -288,7 +301,7 @@ def test_draw_all_loops_until_complete():
 
 def test_entrants_pages_and_verify_op():
     info, ents = drawn_sale([1, 1, 2, 1], 3)
-    rep = report(entrants=4, draw_stock=3, seed=SEED_HEX, left_to_draw=0)
+    rep = report(entrants=4, draw_stock=3, seed=SEED_HEX, left_to_draw=0, pending=3)
     flat = [[e.user, e.qty, e.result] for e in ents]
     pages = [['7', list(itertools.chain(*flat[:3]))], ['0', list(itertools.chain(*flat[3:]))]]
     got, sent = run(_draw_ops.all_entrants('k', 3), pages)

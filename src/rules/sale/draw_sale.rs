@@ -64,6 +64,16 @@ impl Sale {
         Ok(())
     }
 
+    /// Whether reservation `id` is one the draw made: its user is an
+    /// entrant that won (in the draw or from the waitlist) with its QTY.
+    /// RECONCILE on a draw sale takes stock for no other.
+    pub fn is_draw_reservation(&self, id: &[u8]) -> bool {
+        let (Some(d), Some(r)) = (self.draw.as_deref(), self.get(id)) else {
+            return false;
+        };
+        d.find_user(r.user()).is_some_and(|seq| d.result(seq) != EntrantResult::Entered && d.qty(seq) == r.qty())
+    }
+
     pub fn entrant_count(&self) -> usize {
         self.draw.as_ref().map_or(0, |d| d.len())
     }

@@ -533,3 +533,34 @@ fn unfence_effect_and_report_field() {
     assert_eq!(doc.0.last().map(|(name, v)| (*name, v.clone())), Some(("fence", crate::rules::report::Value::Word(c"clear"))));
     assert_eq!(doc.0.len(), Report::of(&plain, || id(b'1')).doc().0.len() + 1);
 }
+
+/// RECONCILE on a draw sale takes stock only for the draw's reservations:
+/// an unknown order (an outsider's, or a winner's user under another id)
+/// is a conflict with or without APPLY and changes nothing; a winner's
+/// released reservation is still retaken.
+#[test]
+fn reconcile_takes_no_draw_stock_outside_the_draw() {
+    use crate::rules::reconcile::{reconcile_orders, Order};
+    let mut p = Pair::new(config(10, 1, 0, seed_of(3)));
+    for i in 0..3 {
+        p.enter(&user(i), 1, Some(format!("rid{i}").as_bytes()), 1).unwrap();
+    }
+    p.draw(100, END);
+    assert!(p.master.is_draw_reservation(b"rid0") && !p.master.is_draw_reservation(b"nope"));
+    let before = crate::wire::encoding::encode(&p.master);
+    let u0 = user(0);
+    let orders = [Order { rid: b"x1", user: b"outsider", qty: 7 }, Order { rid: b"x2", user: &u0, qty: 1 }];
+    for apply in [false, true] {
+        let report = reconcile_orders(&mut p.master, &orders, apply, END, |_, _| panic!("no fix"));
+        assert_eq!(report.conflict, vec![b"x1".as_slice().into(), b"x2".as_slice().into()]);
+        assert_eq!(crate::wire::encoding::encode(&p.master), before);
+    }
+    p.release(b"rid0", END);
+    let mut fixes = 0;
+    let orders = [Order { rid: b"rid0", user: &u0, qty: 1 }];
+    let report = reconcile_orders(&mut p.master, &orders, true, END, |s, e| {
+        e.apply(s).unwrap();
+        fixes += 1;
+    });
+    assert_eq!((report.released.len(), fixes), (1, 1), "a winner's own order is retaken");
+}

@@ -239,6 +239,33 @@ impl Sale {
         transfers::check_transfer(self.config.split.as_ref(), peer, round)
     }
 
+    /// Whether a SEND of `tid` may go ahead: a draw part that has begun
+    /// drawing sends nothing more (its stock was fixed when the draw began,
+    /// and a split draw's shares must stay what its entrants imply); a
+    /// repeated tid, which takes nothing, is still answered.
+    pub fn check_send_move(&self, tid: &[u8]) -> Result<(), TransferRefusal> {
+        let repeated = self.transfers.as_deref().is_some_and(|t| t.tids.contains(tid));
+        if self.has_begun_drawing() && !repeated {
+            return Err(TransferRefusal::Drawing);
+        }
+        Ok(())
+    }
+
+    /// Whether a RECV of `sent_total` from `peer` may go ahead: a draw
+    /// part that has begun drawing is credited nothing more; a RECV that
+    /// would credit nothing is still answered.
+    pub fn check_recv_move(&self, peer: &[u8], sent_total: u64) -> Result<(), TransferRefusal> {
+        if self.has_begun_drawing() && sent_total > self.transfer_counters(peer).received {
+            return Err(TransferRefusal::Drawing);
+        }
+        Ok(())
+    }
+
+    /// A draw sale whose first DRAW fixed its stock.
+    fn has_begun_drawing(&self) -> bool {
+        self.draw.as_deref().is_some_and(|d| d.stock().is_some())
+    }
+
     pub fn transfers(&self) -> Option<&Transfers> {
         self.transfers.as_deref()
     }
@@ -465,6 +492,9 @@ impl Sale {
 
     /// See `transfers::Parts::send`.
     pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+        if self.has_begun_drawing() {
+            return Err(EffectError("a draw part that has begun drawing moves no stock"));
+        }
         self.transfer_parts().send(peer, tid, takes)
     }
 
@@ -479,6 +509,9 @@ impl Sale {
 
     /// See `transfers::Parts::recv`.
     pub fn recv(&mut self, peer: &[u8], sent_total: u64, credits: &[Take]) -> Result<(), EffectError> {
+        if self.has_begun_drawing() && !credits.is_empty() {
+            return Err(EffectError("a draw part that has begun drawing moves no stock"));
+        }
         self.transfer_parts().recv(peer, sent_total, credits)
     }
 

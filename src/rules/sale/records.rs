@@ -16,7 +16,7 @@ use std::ops::{Index, IndexMut};
 use hashbrown::DefaultHashBuilder;
 
 use crate::rules::buckets::Take;
-use crate::rules::config::{MAX_SHARDS, MAX_TOTAL};
+use crate::rules::config::{MAX_SHARDS, MAX_TIME_MS, MAX_TOTAL};
 use crate::rules::digits::Digits;
 use crate::rules::outcome::EffectError;
 use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
@@ -317,6 +317,12 @@ impl Records {
         }
         if rec.created_ms < self.stamp(0) {
             return Err(EffectError("creation time goes back"));
+        }
+        // Times past year 9999 come from no clock: a crafted payload's. One
+        // would become every later record's creation time (`stamp`) and
+        // push its deadline past 64 bits, so each RESERVE would be refused.
+        if rec.created_ms > MAX_TIME_MS {
+            return Err(EffectError("creation time out of range"));
         }
         if rec.qty == 0 || rec.qty > MAX_TOTAL {
             return Err(EffectError("reservation quantity out of range"));

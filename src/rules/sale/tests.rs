@@ -345,3 +345,28 @@ proptest! {
         }
     }
 }
+
+/// A record time past `MAX_TIME_MS` (year 9999) is refused, changing
+/// nothing; one at the bound loads, and RESERVE still answers after it.
+#[test]
+fn record_times_are_bounded() {
+    use crate::rules::config::MAX_TIME_MS;
+    let mut s = Sale::new(config(10, 5, 1000));
+    let take = [crate::rules::buckets::Take { bucket: 0, qty: 1 }];
+    let rec = |id: &'static [u8], created_ms: u64| NewRecord {
+        id,
+        user: b"u",
+        qty: 1,
+        state: State::Confirmed,
+        created_ms,
+        deadline_ms: 0,
+        takes: &take,
+    };
+    for bad in [MAX_TIME_MS + 1, u64::MAX - 5, u64::MAX] {
+        assert_eq!(s.add_record(rec(b"r1", bad)), Err(EffectError("creation time out of range")));
+        assert_eq!(s.record_count(), 0);
+    }
+    s.add_record(rec(b"r1", MAX_TIME_MS)).unwrap();
+    reserve(&mut s, b"v", 1, None, 5).unwrap();
+    assert_eq!(s.record_count(), 2);
+}

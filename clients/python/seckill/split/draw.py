@@ -150,12 +150,17 @@ class Drawer(Parts):
         return {'drawn': drawn, 'remaining': sum(remaining.values()), 'rounds': rounds}
 
     def verify(self) -> Steps:
-        """Every part's draw verified on its own seed (seckill.draw.combine)."""
+        """Every part's draw verified on its own seed (seckill.draw.combine),
+        then the parts' shares of the stock against their entrants
+        (seckill.draw.check_shares): the plan `rebalance` follows."""
         lay = yield from self.topology.layout()
         verdicts = []
         for k in lay.parts:
             verdicts.append((yield from _draw_ops.verify(k)))
-        return d.combine(lay.name, verdicts)
+        combined = d.combine(lay.name, verdicts)
+        if not combined.ok:
+            return combined
+        return d.check_shares(lay.name, lay.round, verdicts) or combined
 
     def entrants_page(self, part: int, cursor: Any, count: int) -> Steps:
         """A page of part `part`'s entrants: (next cursor, [Entrant], the
