@@ -158,4 +158,5 @@ def detect() -> Steps:
 
 
 __all__ = ['MODULE', 'FUNCTIONS', 'BACKENDS', 'BackendError', 'to_functions', 'choose',
-           'module_answered', 'MODULE_PROBE', 'VERSION_PROBE', 'scope', 'CACHE_ATTR', 'library_loaded', 'parse_version', 'detect', 'check']
+           'module_answered', 'MODULE_PROBE', 'VERSION_PROBE', 'scope', 'CACHE_ATTR',
+           'library_loaded', 'parse_version', 'detect', 'check']

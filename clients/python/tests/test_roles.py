@@ -117,8 +117,13 @@ def test_reconciler_applies_and_unfences(users, r, store):
 def test_sale_driver_runs_a_split_sale(users, backend):
     split = SplitSale(users('sale-driver'), 'roles', backend=None)
     assert split.create(20, parts=2, limit=1) is True
-    status, rid = split.reserve('u1', reqid='o1')[:2]
+    res = split.reserve('u1', reqid='o1')
+    # Sale.reserve's shape (remaining: the home part's), still unpacking as two values
+    assert (res.status, res.rid, res.ok) == ('RESERVED', 'o1', True) and res.remaining >= 0
+    status, rid = res
     assert (status, rid) == ('RESERVED', 'o1')
+    again = split.reserve('u1', reqid='o1')
+    assert (again.status, again.rid, again.remaining) == ('DUPLICATE', 'o1', res.remaining)
     assert split.confirm('u1', 'o1') == 'CONFIRMED'
     info = split.info()
     assert (info['confirmed'], info['invariant']) == (1, 'ok'), info
