@@ -143,9 +143,12 @@ local function option_word(raw)
     return nil
 end
 
+-- Named like a plain word (upper-cased) when printable ASCII of at most 32
+-- bytes (`#`, `x1`: a pasted comment, a typo); longer or unprintable: unnamed.
 local function unknown_option(raw)
-    local w = option_word(raw)
-    if w then fail("ERR unknown option '" .. w .. "'") end
+    if #raw >= 1 and #raw <= 32 and not string.find(raw, '[^\33-\126]') then
+        fail("ERR unknown option '" .. raw:upper() .. "'")
+    end
     fail('ERR unknown option')
 end
 

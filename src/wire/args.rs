@@ -58,8 +58,17 @@ fn option_word(raw: &[u8]) -> Option<String> {
     (raw.len() <= 16 && raw.iter().all(u8::is_ascii_alphabetic)).then(|| raw.to_ascii_uppercase().iter().map(|&b| b as char).collect())
 }
 
+/// How an unknown option is named in its error: upper-cased like a plain
+/// word, for any printable ASCII argument of at most 32 bytes (`#`, `x1`:
+/// what a pasted comment or a typo sends); `None` for anything longer or
+/// unprintable, which an error line should not carry.
+fn shown_option(raw: &[u8]) -> Option<String> {
+    (!raw.is_empty() && raw.len() <= 32 && raw.iter().all(|b| b.is_ascii_graphic()))
+        .then(|| raw.to_ascii_uppercase().iter().map(|&b| b as char).collect())
+}
+
 fn unknown_option<T>(raw: &[u8]) -> ArgResult<T> {
-    match option_word(raw) {
+    match shown_option(raw) {
         Some(word) => err(format!("ERR unknown option '{word}'")),
         None => err("ERR unknown option"),
     }

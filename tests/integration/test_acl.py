@@ -15,6 +15,7 @@ syntax is the split sale's (a ROUND, parts declared at INIT), so an allowed
 call may well answer an ERR about its arguments."""
 
 import os
+import shlex
 
 import redis
 from RLTest import Env
@@ -24,13 +25,8 @@ from seckill_helpers import conn_address, digest, get, info, reconcile, reserve,
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'operations.md')
 
 # The lines of docs/operations.md, word for word (test_readme_has_the_lines checks it).
-FRONT_END = ('ACL SETUSER shop reset on >shop-password ~sale:* '
-             '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get '
-             '+seckill.enter +seckill.entrants')
-DRIVER = ('ACL SETUSER sale-driver reset on >driver-password ~sale:* '
-          '+seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get '
-          '+seckill.enter +seckill.entrants +seckill.init +seckill.send +seckill.recv +seckill.reconcile '
-          '+seckill.draw +seckill.unfence')
+FRONT_END = 'ACL SETUSER shop reset on >shop-password ~sale:* +ping +seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get +seckill.enter +seckill.entrants +wait +info "(~sale:*:seckill-sync ~{sale:*}:seckill-sync +set)"'
+DRIVER = 'ACL SETUSER sale-driver reset on >driver-password ~sale:* +ping +seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get +seckill.enter +seckill.entrants +seckill.init +seckill.send +seckill.recv +seckill.reconcile +seckill.draw +seckill.unfence +hgetall +hset +set +wait +info +exists'
 
 ALL = ['seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
        'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv', 'seckill.enter',
@@ -72,7 +68,7 @@ def _as(c, user, password, decode=True):
 
 
 def _setuser(c, line):
-    words = line.split()
+    words = shlex.split(line)
     assert words[:2] == ['ACL', 'SETUSER'], line
     return c.execute_command(*words)
 
@@ -80,7 +76,7 @@ def _setuser(c, line):
 def _user(c, line):
     """Creates the user of an ACL SETUSER line and connects as it."""
     _setuser(c, line)
-    words = line.split()
+    words = shlex.split(line)
     return _as(c, words[2], next(w[1:] for w in words if w.startswith('>')))
 
 

@@ -162,6 +162,20 @@ TABLE = [
     (('SECKILL.RECONCILE', 'nokey', 'APPLY'), 'APPLY'),
 ]
 
+# The whole reply to an unknown option: named like a plain word (upper-cased)
+# when printable ASCII of at most 32 bytes (a pasted `# comment`, a typo),
+# unnamed when longer or unprintable. The module and the library answer alike.
+UNKNOWN_OPTIONS = [
+    (('SECKILL.RESERVE', K, 'u9', 'bogus'), b"-ERR unknown option 'BOGUS'\r\n"),
+    (('SECKILL.RESERVE', K, 'u9', '#', 'a', 'comment'), b"-ERR unknown option '#'\r\n"),
+    (('SECKILL.RESERVE', K, 'u9', 'x1'), b"-ERR unknown option 'X1'\r\n"),
+    (('SECKILL.INIT', N, 10, 'limit=2'), b"-ERR unknown option 'LIMIT=2'\r\n"),
+    (('SECKILL.RECONCILE', K, 'y' * 32), b"-ERR unknown option '" + b'Y' * 32 + b"'\r\n"),
+    (('SECKILL.RECONCILE', K, 'y' * 33), b'-ERR unknown option\r\n'),
+    (('SECKILL.RESERVE', K, 'u9', 'a b'), b'-ERR unknown option\r\n'),
+    (('SECKILL.RESERVE', K, 'u9', b'\xff'), b'-ERR unknown option\r\n'),
+]
+
 
 def _setup(env, c):
     env.assertEqual(c.execute_command('SECKILL.INIT', K, 10, 'SHARDS', 2, 'LIMIT', 2, 'STREAM', S), 'OK')
@@ -190,6 +204,8 @@ def test_bad_arguments_table():
         env.assertContains(needle.encode(), reply, message='%r' % (args[:6],))
         # The server is still there and nothing changed so far.
         env.assertEqual(digest(c), before, message='%r changed the dataset' % (args[:6],))
+    for args, want in UNKNOWN_OPTIONS:
+        env.assertEqual(raw.call(*args), want, message='%r' % (args,))
     raw.close()
 
     env.assertEqual(digest(c), before)

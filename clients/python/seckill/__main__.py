@@ -1,6 +1,7 @@
 """python -m seckill init|worker|pay|reconcile|rebuild|demo|functions|verify-draw
 
-Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:6379/0;
+Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:7379/0,
+the port of `make run`;
 redis+sentinel://host:port[,host:port...]/service[/db] follows a Sentinel
 deployment's master, as do --sentinel host:port ... --service NAME) and --db
 URL (default $SECKILL_DB or sqlite:seckill-orders.db; a PostgreSQL URL
@@ -20,7 +21,7 @@ import sys
 import time
 from typing import List, Optional
 
-DEFAULT_REDIS = 'redis://127.0.0.1:6379/0'
+DEFAULT_REDIS = 'redis://127.0.0.1:7379/0'   # make run's port
 DEFAULT_DB = 'sqlite:seckill-orders.db'
 
 
@@ -196,6 +197,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument('--wait-timeout-ms', type=int, default=1000,
                    help='how long one WAIT may block (default: %(default)s)')
     p.add_argument('-v', '--verbose', action='store_true')
+    p.add_argument('--debug', action='store_true',
+                   help='a traceback instead of one line for connection and permission errors')
     sub = p.add_subparsers(dest='command', required=True)
 
     s = sub.add_parser('init', help='create a sale: parameters into the database, then SECKILL.INIT')
@@ -291,7 +294,7 @@ def cmd_functions(a: argparse.Namespace) -> int:
         if a.action == 'status':
             v = lib.loaded_version(r)
             print('seckill %s loaded' % v if v else 'no seckill library loaded')
-            return 0
+            return 0 if v else 1
         action, message = lib.install(r, a.file, a.force)
     except lib.LibraryError as exc:
         print(str(exc), file=sys.stderr)
@@ -365,7 +368,38 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error(str(exc))
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO,
                         format='%(asctime)s %(name)s %(levelname)s %(message)s', stream=sys.stderr)
-    return a.func(a)
+    if a.debug:
+        return a.func(a)
+    try:
+        return a.func(a)
+    except Exception as exc:
+        line = _one_line(exc, a.redis)
+        if line is None:
+            raise
+        print('python -m seckill: ' + line, file=sys.stderr)
+        return 2
+
+
+def _one_line(exc: BaseException, url: str) -> Optional[str]:
+    """The one line (with the fix) for the errors a new user meets first:
+    no server, a refused login, an ACL that lacks a right, no backend.
+    None for anything else (its traceback is the report)."""
+    import redis
+    from .backend import BackendError
+    import re
+    where = 'Redis at %s' % re.sub(r'//([^:@/]*):[^@/]*@', r'//\1:***@', url)  # no password
+    if isinstance(exc, redis.AuthenticationError):
+        return '%s refused the login (%s): put user:password in the URL, e.g. ' \
+               'redis://shop:secret@host:7379/0' % (where, exc)
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return '%s: %s; give the user the right (docs/operations.md, "Who may do what")' % (
+            where, exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return 'cannot reach %s (%s): start one with `make run` (port 7379), or pass ' \
+               '--redis URL or set SECKILL_REDIS' % (where, exc)
+    if isinstance(exc, BackendError):
+        return '%s: %s' % (where, exc)
+    return None
 
 
 if __name__ == '__main__':

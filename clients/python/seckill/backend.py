@@ -6,11 +6,13 @@ Plain functions, no I/O:
   (`SECKILL.X key args...` -> `FCALL seckill_x 1 key args...`, `FCALL_RO`
   for INFO, GET and ENTRANTS); any other command unchanged. The library answers like
   the module under RESP2, so the replies parse the same.
-- `choose(module_list, function_list, version)`: the backend from the
-  replies of MODULE LIST, FUNCTION LIST LIBRARYNAME seckill and
-  FCALL seckill_version 0.
+- `choose(module_reply, version_reply)`: the backend from the replies to
+  `SECKILL.INFO` without a key (the module answers its arity error, any
+  user: arity comes before the ACL; without it, `unknown command`) and
+  `FCALL_RO seckill_version 0`. Neither needs MODULE LIST or FUNCTION
+  LIST, which managed services and least-privilege ACL users may not run.
 
-`detect()` is the operation (seckill._io steps) asking those three; the
+`detect()` is the operation (seckill._io steps) asking those two; the
 drivers run it once per connection pool (a cluster client: once per client)
 and translate every command of a 'functions' client with `to_functions`.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, ResponseError
 
 from ._io import Call, Steps
 
@@ -73,11 +75,6 @@ def _pairs(entry: Any) -> dict:
     return {}
 
 
-def module_loaded(module_list: Any) -> bool:
-    """Whether MODULE LIST's reply names the seckill module."""
-    return any(_text(_pairs(m).get('name', '')) == LIBRARY_NAME for m in module_list or ())
-
-
 def library_loaded(function_list: Any) -> bool:
     """Whether FUNCTION LIST's reply holds the seckill library."""
     return any(_text(_pairs(lib).get('library_name', '')) == LIBRARY_NAME
@@ -89,22 +86,52 @@ def parse_version(v: Any) -> Tuple[int, ...]:
     return tuple(int(x) for x in _text(v).strip().split('.'))
 
 
-def choose(module_list: Any, function_list: Any, version: Optional[Any] = None) -> str:
-    """The backend from MODULE LIST's and FUNCTION LIST's replies (either
-    may be None: the server refused the command, as managed services refuse
-    MODULE LIST) and the library's version (seckill_version), if any."""
-    if module_list is not None and module_loaded(module_list):
+MODULE_PROBE = ['SECKILL.INFO']
+"""Asked first, without a key: a server with the module answers its arity
+error (the arity is checked before the ACL, so any user gets it and
+nothing runs); one without answers `unknown command`."""
+
+VERSION_PROBE = ['FCALL_RO', 'seckill_version', 0]
+"""Asked next: the library's version, or `Function not found`."""
+
+NO_BACKEND = ('neither the seckill module nor the seckill Functions library '
+              '(FCALL_RO seckill_version 0) is on this server: load the module, or run '
+              '`python -m seckill functions install --redis URL` (docs/managed-redis.md)')
+
+
+def _refused(reply: Any) -> bool:
+    return isinstance(reply, NoPermissionError)
+
+
+def module_answered(reply: Any) -> bool:
+    """Whether MODULE_PROBE's reply (a value, or the ResponseError raised)
+    comes from the module: anything but `unknown command` (and other
+    errors a proxy may give) does: its arity error, or NOPERM where a
+    server checks the ACL first."""
+    if not isinstance(reply, ResponseError):
+        return True
+    text = str(reply).lower()
+    return _refused(reply) or 'wrong number of arguments' in text
+
+
+def choose(module_reply: Any, version_reply: Any = None) -> str:
+    """The backend from the replies (a value, or the ResponseError raised)
+    to MODULE_PROBE and VERSION_PROBE (None: not asked)."""
+    if module_answered(module_reply):
         return MODULE
-    if function_list is not None and library_loaded(function_list):
-        if version is None:
-            raise BackendError('the seckill library is loaded but does not answer '
-                               'seckill_version: load functions/seckill.lua again '
-                               '(python -m seckill functions install)')
-        return FUNCTIONS
-    raise BackendError('neither the seckill module (MODULE LIST) nor the seckill Functions '
-                       'library (FUNCTION LIST) is on this server: load the module, or run '
-                       '`python -m seckill functions install --redis URL` '
-                       '(docs/managed-redis.md)')
+    if _refused(version_reply):
+        raise BackendError('the seckill module is not on this server and this user may not run '
+                           'FCALL_RO (%s): give its ACL user +fcall +fcall_ro, the library\'s '
+                           'role lines of docs/operations.md' % (version_reply,))
+    if version_reply is None or isinstance(version_reply, ResponseError):
+        raise BackendError(NO_BACKEND)
+    try:
+        parse_version(version_reply)
+    except ValueError:
+        raise BackendError('FCALL_RO seckill_version 0 answered %r, not a version: load '
+                           'functions/seckill.lua again (python -m seckill functions install)'
+                           % (version_reply,)) from None
+    return FUNCTIONS
 
 
 def check(backend: Optional[str]) -> Optional[str]:
@@ -113,24 +140,23 @@ def check(backend: Optional[str]) -> Optional[str]:
     return backend
 
 
-def _maybe(args: Sequence[Any]) -> Steps:
+def _ask(args: Sequence[Any]) -> Steps:
     try:
         return (yield Call(args))
-    except ResponseError:   # refused (unknown command, ACL, managed service); a
-        return None         # connection error goes to the caller, nothing cached
+    except ResponseError as exc:   # the answer is the error; a connection error
+        return exc                 # goes to the caller, nothing cached
 
 
 def detect() -> Steps:
-    """The operation: the server's backend (BackendError when none)."""
-    modules = yield from _maybe(['MODULE', 'LIST'])
-    if modules is not None and module_loaded(modules):
+    """The operation: the server's backend (BackendError when none). Needs
+    no right beyond FCALL_RO where the module is absent: no MODULE LIST,
+    no FUNCTION LIST, no key."""
+    module_reply = yield from _ask(MODULE_PROBE)
+    if module_answered(module_reply):
         return MODULE
-    libs = yield from _maybe(['FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME])
-    version = None
-    if libs is not None and library_loaded(libs):
-        version = yield from _maybe(['FCALL_RO', 'seckill_version', 0])
-    return choose(modules, libs, version)
+    return choose(module_reply, (yield from _ask(VERSION_PROBE)))
 
 
 __all__ = ['MODULE', 'FUNCTIONS', 'BACKENDS', 'BackendError', 'to_functions', 'choose',
-           'module_loaded', 'scope', 'CACHE_ATTR', 'library_loaded', 'parse_version', 'detect', 'check']
+           'module_answered', 'MODULE_PROBE', 'VERSION_PROBE', 'scope', 'CACHE_ATTR',
+           'library_loaded', 'parse_version', 'detect', 'check']

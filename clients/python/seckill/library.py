@@ -31,7 +31,10 @@ def source_path(path: Optional[str] = None) -> str:
     for p in (path, os.environ.get('SECKILL_LIBRARY'), REPO_FILE):
         if p:
             if not os.path.exists(p):
-                raise LibraryError('no library file at %s' % p)
+                hint = ('' if p == path else ': name the file with --file '
+                        'path/to/functions/seckill.lua (or $SECKILL_LIBRARY); this '
+                        'package was installed outside the repository')
+                raise LibraryError('no library file at %s%s' % (p, hint))
             return p
     raise LibraryError('no library file')   # pragma: no cover
 

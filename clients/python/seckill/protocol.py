@@ -119,6 +119,33 @@ class Reserved:
         return self.status in (RESERVED, DUPLICATE)
 
 
+class SplitReserved(Reserved):
+    """SplitSale.reserve's answer: a Reserved (`remaining`: the units left on
+    the buyer's home part after the call, 0 for SOLD_OUT and NO_SALE) that
+    still behaves as the (status, rid) tuple it used to be for old callers:
+    it unpacks into two values, indexes, and equals that tuple."""
+
+    def _pair(self) -> tuple:
+        return (self.status, self.rid)
+
+    def __iter__(self):
+        return iter(self._pair())
+
+    def __getitem__(self, i):
+        return self._pair()[i]
+
+    def __len__(self) -> int:
+        return 2
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return self._pair() == other
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((self.status, self.rid, self.remaining))
+
+
 @dataclass(frozen=True)
 class Settled:
     """SECKILL.RELEASE / SECKILL.CONFIRM's reply: [status, remaining].

@@ -34,32 +34,40 @@ def test_to_functions_translates_seckill_commands_only():
     assert be.to_functions([]) == []
 
 
+UNKNOWN = redis.ResponseError("unknown command 'SECKILL.INFO', with args beginning with: ")
+ARITY = redis.ResponseError("wrong number of arguments for 'seckill.info' command")
+
+
 def test_choose():
-    mod = [{'name': 'seckill', 'ver': 1}]
-    lib = [{'library_name': 'seckill', 'engine': 'LUA', 'functions': []}]
-    assert be.choose(mod, [], None) == 'module'
-    assert be.choose([['name', 'seckill', 'ver', 1]], None) == 'module'   # RESP2 flat list
-    assert be.choose([], lib, '1.0.0') == 'functions'
-    assert be.choose(None, [['library_name', b'seckill']], b'1.0.0') == 'functions'
-    with pytest.raises(be.BackendError, match='seckill_version'):
-        be.choose([], lib, None)
+    assert be.choose(ARITY) == 'module'
+    assert be.choose(redis.exceptions.NoPermissionError('no permissions')) == 'module'
+    assert be.choose(UNKNOWN, '1.2.0') == 'functions'
+    assert be.choose(UNKNOWN, b'1.2.0') == 'functions'
     with pytest.raises(be.BackendError, match='functions install'):
-        be.choose([{'name': 'search'}], [], None)
+        be.choose(UNKNOWN, redis.ResponseError('Function not found'))
+    with pytest.raises(be.BackendError, match=r'\+fcall \+fcall_ro'):
+        be.choose(UNKNOWN, redis.exceptions.NoPermissionError('no permissions to run fcall_ro'))
+    with pytest.raises(be.BackendError, match='not a version'):
+        be.choose(UNKNOWN, 'x.y')
     with pytest.raises(be.BackendError):
-        be.choose(None, None, None)
+        be.choose(UNKNOWN, None)
     with pytest.raises(be.BackendError):
         be.check('lua')
 
 
 def test_detect_as_steps():
     op = be.detect()
-    assert op.send(None).args == ['MODULE', 'LIST']
-    step = op.throw(redis.ResponseError('unknown command'))     # a managed service
-    assert step.args[:2] == ['FUNCTION', 'LIST']
-    assert op.send([{'library_name': 'seckill'}]).args == ['FCALL_RO', 'seckill_version', 0]
+    assert op.send(None).args == ['SECKILL.INFO']
+    step = op.throw(UNKNOWN)     # no module
+    assert step.args == ['FCALL_RO', 'seckill_version', 0]
     with pytest.raises(StopIteration) as stop:
         op.send('1.0.0')
     assert stop.value.value == 'functions'
+    op = be.detect()
+    op.send(None)
+    with pytest.raises(StopIteration) as stop:
+        op.throw(ARITY)
+    assert stop.value.value == 'module'
     op = be.detect()
     op.send(None)
     with pytest.raises(redis.ConnectionError):      # a server down is not "no backend"

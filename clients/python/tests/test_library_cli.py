@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import redis
 
 from seckill import library as lib
 from seckill.__main__ import main
@@ -46,7 +47,7 @@ def run(*args):
 
 def test_install_status_idempotent_and_no_downgrade(server, capsys, tmp_path):
     url = server.url
-    assert run('functions', 'status', '--redis', url) == 0
+    assert run('functions', 'status', '--redis', url) == 1      # nothing loaded: a failure
     assert capsys.readouterr().out == 'no seckill library loaded\n'
     assert run('functions', 'install', '--redis', url) == 0
     assert capsys.readouterr().out == 'installed seckill %s\n' % VERSION
@@ -77,3 +78,30 @@ def test_as_a_process(server):
     s = seckill.Sale(server.client(), 'sale:{p}')
     assert s.init(1) is True and s.reserve('u').status == 'RESERVED'
     assert s._driver.backend == 'functions'
+
+
+def test_missing_library_file_points_at_file(monkeypatch):
+    """A package installed outside the repository has no functions/ beside it."""
+    monkeypatch.setattr(lib, 'REPO_FILE', '/nonexistent/functions/seckill.lua')
+    monkeypatch.delenv('SECKILL_LIBRARY', raising=False)
+    with pytest.raises(lib.LibraryError, match='--file'):
+        lib.source_path()
+
+
+def test_one_line_errors(server, capsys):
+    """No server, a wrong password, a missing right, no backend: one line
+    on stderr with the fix, exit 2 (tracebacks only with --debug)."""
+    from seckill._servers import free_port
+    c = server.client()
+    c.execute_command('ACL', 'SETUSER', 'weak', 'reset', 'on', '>pw', '~sale:*', '+ping')
+    c.close()
+    down = 'redis://127.0.0.1:%d/0' % free_port()
+    weak = 'redis://weak:pw@127.0.0.1:%d/0' % server.port
+    bad = 'redis://weak:nope@127.0.0.1:%d/0' % server.port
+    for url, want in ((down, 'make run'), (bad, 'refused the login'),
+                      (weak, '+fcall +fcall_ro'), (server.url, 'functions install')):
+        assert run('--redis', url, 'verify-draw', 'sale:{x}') == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and want in err[0] and 'nope' not in err[0], (url, err)
+    with pytest.raises(redis.ConnectionError):      # --debug: the exception itself
+        run('--debug', '--redis', down, 'verify-draw', 'sale:{x}')

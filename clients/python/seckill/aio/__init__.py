@@ -194,7 +194,7 @@ class SplitSale(SplitSaleBase):
         return await self._run(self.core.streams())
 
     async def reserve(self, user: str, qty: int = 1,
-                      reqid: Optional[str] = None) -> Tuple[str, Optional[str]]:
+                      reqid: Optional[str] = None) -> p.SplitReserved:
         return await self._run(self.core.reserve(user, qty, reqid))
 
     async def release(self, user: str, rid: str) -> str:

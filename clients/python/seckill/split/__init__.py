@@ -131,12 +131,13 @@ class SplitSale(SplitSaleBase):
         return self._run(self.core.streams())
 
     def reserve(self, user: str, qty: int = 1,
-                reqid: Optional[str] = None) -> Tuple[str, Optional[str]]:
+                reqid: Optional[str] = None) -> p.SplitReserved:
         """RESERVE on the user's home part. SOLD_OUT there makes this call
         bring stock home (pool refill, then a borrow from the richest
         parts, after completing anything in flight) and try again; the
         answer is SOLD_OUT only when no key holds `qty` and nothing is in
-        flight. (status, reservation id). A transfer or audit that meets
+        flight. A SplitReserved(status, rid, remaining): Sale.reserve's shape
+        (`remaining` of the home part), which unpacks as (status, rid) too. A transfer or audit that meets
         another round (the sale was replaced) reloads the layout and runs the
         call once more (its RESERVE had answered SOLD_OUT: nothing was
         taken); a second time raises StaleRound."""

@@ -32,7 +32,7 @@ class Reserver(Parts):
             return (yield from self._reserve_in_round(user, qty, reqid))
         if not flags.retrying(reqid) and flags.check(self.s.flag):
             self.s.count(sold_out_local=1)
-            return p.SOLD_OUT, None
+            return p.SplitReserved(p.SOLD_OUT, None, 0)
         try:
             out = yield from self._reserve_in_round(user, qty, reqid)
         except BaseException:
@@ -45,7 +45,7 @@ class Reserver(Parts):
         try:
             lay = yield from self.topology.layout()
         except LookupError:
-            return p.NO_SALE, None
+            return p.SplitReserved(p.NO_SALE, None, 0)
         try:
             return (yield from self._reserve(lay, user, qty, reqid))
         except StaleRound:
@@ -74,9 +74,9 @@ class Reserver(Parts):
                     yield from self.topology.reload()
             s.count(reserved=1)
             self._finish(rt, True)
-            return res.status, res.rid
+            return p.SplitReserved(res.status, res.rid, res.remaining)
         if res.status != p.SOLD_OUT:
-            return res.status, res.rid
+            return p.SplitReserved(res.status, res.rid, res.remaining)
         s.count(home_empty=1)
         with s.lock:
             if s.first_empty is None:
@@ -87,11 +87,11 @@ class Reserver(Parts):
         suffix = '' if ok else '_sold_out'
         self.s.count(**{'rt_%s%s' % (k, suffix): v for k, v in rt.items() if v})
 
-    def _done(self, res: p.Reserved, rt: Counter) -> tuple:
+    def _done(self, res: p.Reserved, rt: Counter) -> p.SplitReserved:
         if res.status == p.RESERVED:
             self.s.count(reserved=1)
         self._finish(rt, res.status == p.RESERVED)
-        return res.status, res.rid
+        return p.SplitReserved(res.status, res.rid, res.remaining)
 
     def _sold_out_seen(self, t0: float, qty: int) -> bool:
         """A sale-wide SOLD_OUT verdict from a snapshot that began after this
@@ -108,7 +108,7 @@ class Reserver(Parts):
         s = self.s
         if self._sold_out_seen(t0, qty):
             s.count(sold_out=1)
-            return p.SOLD_OUT, None
+            return p.SplitReserved(p.SOLD_OUT, None, 0)
         with s.lock:
             gen = s.gen.get(home, 0)
         got = yield Locked(('home', home), self._bring_home(lay, home, again, qty, res, t0, rt,
@@ -117,7 +117,7 @@ class Reserver(Parts):
             return got
         s.count(sold_out=1)
         self._finish(rt, False)
-        return p.SOLD_OUT, None
+        return p.SplitReserved(p.SOLD_OUT, None, 0)
 
     def _bring_home(self, lay: sp.Layout, home: str, again: Callable[[], Steps], qty: int,
                     res: p.Reserved, t0: float, rt: Counter, gen: int) -> Steps:
