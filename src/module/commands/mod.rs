@@ -1,13 +1,17 @@
 //! The SECKILL.* command handlers: parse, open the key, let the sale decide,
 //! commit the effects, reply. Each handler runs behind `dispatch`, so a panic
 //! becomes an error reply instead of aborting Redis.
+//!
+//! This file holds the table and the sale, reserve/settle, reconcile,
+//! report, effect and fence handlers; `draw` the draw sale's, `split` the
+//! transfers'; `call` what they all share (arrows point from here and the
+//! families to `call`, never back).
 
 use std::ffi::CStr;
 use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use redis_module::key::RedisKeyWritable;
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, RedisError, RedisResult, RedisString};
 
 use crate::module::commit::{Committer, DueHolds, Origin, Writer};
@@ -22,33 +26,15 @@ use crate::rules::fence::UnfenceOutcome;
 use crate::rules::reconcile::reconcile_orders;
 use crate::rules::report::Report;
 use crate::rules::reservation::State;
-use crate::rules::sale::TransferRefusal;
-use crate::rules::sale::{ConfirmOutcome, EnterRefusal, Refusal, ReleaseOutcome, Sale, SaleConfig, StreamConfig};
-use crate::rules::transfers::SendDecision;
-use crate::wire::args::{self, ArgError};
+use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig};
+use crate::wire::args;
 use crate::wire::effect_args::EffectArgs;
 
-/// One call's arguments: the key name (the first argument; a keyless
-/// command such as SALES ignores it), the bytes
-/// of every argument (command name first), and Redis's own strings for
-/// them, which can be passed on to Redis by reference.
-struct Call<'a> {
-    key: &'a RedisString,
-    argv: &'a [&'a [u8]],
-    strings: &'a [*mut raw::RedisModuleString],
-}
+mod call;
+mod draw;
+mod split;
 
-impl<'a> Call<'a> {
-    /// An argument as the call passed it, found by the bytes parsed from it:
-    /// Redis's own string (replicated by reference), or, for bytes that are
-    /// no whole argument, the bytes.
-    fn arg(&self, bytes: &'a [u8]) -> rawapi::Arg<'a> {
-        match self.argv.iter().position(|&a| std::ptr::eq(a, bytes)) {
-            Some(i) => rawapi::Arg::Str(self.strings[i]),
-            None => rawapi::Arg::Bytes(bytes),
-        }
-    }
-}
+use call::*;
 
 type Handler = fn(&Context, &Call) -> RedisResult;
 
@@ -91,27 +77,9 @@ fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], handler: Handler)
     handler(ctx, &Call { key: &name, argv, strings })
 }
 
-impl From<ArgError> for RedisError {
-    fn from(e: ArgError) -> RedisError {
-        match e {
-            ArgError::Arity => RedisError::WrongArity,
-            ArgError::Msg(m) => RedisError::String(m),
-        }
-    }
-}
-
-/// A key of another type: Redis's standard WRONGTYPE error.
-fn wrong_type(_: RedisError) -> RedisError {
-    RedisError::WrongType
-}
-
-fn internal(e: crate::rules::sale::EffectError) -> RedisError {
-    RedisError::String(format!("ERR seckill internal error: {}", e.0))
-}
-
 /// The commands: name, handler, flags. All take one key, the first argument.
 macro_rules! commands {
-    ($($name:literal => $body:ident, $flags:literal;)*) => {
+    ($($name:literal => $body:path, $flags:literal;)*) => {
         pub const COMMANDS: &[(&CStr, rawapi::CommandFn, &CStr)] = &[
             $(($name, {
                 extern "C" fn entry(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
@@ -136,26 +104,13 @@ commands! {
     // that can wait. RECV completes one: refusing it would leave units in
     // flight (unusable) while the pressure lasts, and it allocates at most
     // one peer entry.
-    c"seckill.send" => send, c"write deny-oom";
-    c"seckill.recv" => recv, c"write";
-    c"seckill.enter" => enter, c"write deny-oom";
-    c"seckill.draw" => draw, c"write deny-oom";
-    c"seckill.entrants" => entrants, c"readonly";
+    c"seckill.send" => split::send, c"write deny-oom";
+    c"seckill.recv" => split::recv, c"write";
+    c"seckill.enter" => draw::enter, c"write deny-oom";
+    c"seckill.draw" => draw::draw, c"write deny-oom";
+    c"seckill.entrants" => draw::entrants, c"readonly";
     c"seckill.unfence" => unfence, c"write";
     c"seckill.sales" => sales, c"readonly";
-}
-
-/// DRAW's and SEND's error on a fenced sale (`rules::fence`).
-const FENCED: &str = "FENCED the sale is fenced since a failover or restart: reconcile it with the order ledger, then SECKILL.UNFENCE";
-
-/// A call that would move stock out of a fenced sale (DRAW, SEND) is
-/// refused before anything changes.
-fn check_fence(sale: &Sale) -> Result<(), RedisError> {
-    if sale.fenced(node::replid) {
-        stats::FENCED.add(1);
-        return Err(RedisError::Str(FENCED));
-    }
-    Ok(())
 }
 
 /// SECKILL.UNFENCE key -> UNFENCED | NOT_FENCED | NO_SALE. A fenced sale
@@ -185,94 +140,6 @@ fn unfence(ctx: &Context, call: &Call) -> RedisResult {
     Reply::Simple(outcome.word()).done(ctx)
 }
 
-const NOT_DRAW: &str = "ERR the sale is not a draw sale (INIT ... DRAW)";
-
-/// SECKILL.ENTER key user [QTY n] [REQID id] -> [status, entrants]
-fn enter(ctx: &Context, call: &Call) -> RedisResult {
-    let name = call.key;
-    let (a, key) = user_call(ctx, call)?;
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
-        stats::ENTER_REFUSED.add(1);
-        return Reply::status_count(ctx, c"NO_SALE", 0);
-    };
-    if !sale.is_draw() {
-        return Err(RedisError::Str(NOT_DRAW));
-    }
-    check_qty(sale, a.qty)?;
-    if sale.fenced(node::replid) {
-        stats::FENCED.add(1);
-        return Reply::status_count(ctx, c"FENCED", sale.entrant_count() as u64);
-    }
-    let now = now_ms();
-    let status = match sale.decide_enter(a.user, a.qty, a.reqid, now) {
-        Ok(entrant) => {
-            let c = Committer { ctx, key: name, origin: Origin::Master, stream: None };
-            c.write(sale, Some(DueHolds::lazy(now)), |w, sale| w.commit(sale, &Effect::Entrants(vec![entrant])).map_err(internal))?;
-            stats_of(&stats::ENTERED, c"ENTERED")
-        }
-        Err(EnterRefusal::NotDraw) => return Err(RedisError::Str(NOT_DRAW)),
-        Err(EnterRefusal::ReqidOfEntrant) => return Err(RedisError::Str("ERR REQID is already another entrant's")),
-        Err(EnterRefusal::ReqidOfReservation) => return Err(RedisError::Str("ERR REQID is already a reservation's id")),
-        Err(EnterRefusal::AlreadyEntered) => stats_of(&stats::ENTER_REFUSED, c"ALREADY_ENTERED"),
-        Err(EnterRefusal::Drawn) => stats_of(&stats::ENTER_REFUSED, c"DRAWN"),
-        Err(EnterRefusal::NotStarted) => stats_of(&stats::ENTER_REFUSED, c"NOT_STARTED"),
-        Err(EnterRefusal::Ended) => stats_of(&stats::ENTER_REFUSED, c"ENDED"),
-    };
-    Reply::status_count(ctx, status, sale.entrant_count() as u64)
-}
-
-/// SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
-fn draw(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    if argv.len() < 2 {
-        return Err(RedisError::WrongArity);
-    }
-    let count = args::parse_draw(&argv[2..])?;
-    let key = ctx.open_key_writable(name);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
-        return Err(RedisError::Str("ERR no such sale"));
-    };
-    if !sale.is_draw() {
-        return Err(RedisError::Str(NOT_DRAW));
-    }
-    check_fence(sale)?;
-    let now = now_ms();
-    if now < sale.config().end_ms {
-        return Err(RedisError::Str("ERR registration is open until END: DRAW runs after it"));
-    }
-    let stream = sale_stream(ctx, name, sale)?;
-    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    let drawn = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
-        let had_holds = sale.next_deadline().is_some();
-        let Some(step) = sale.draw_step(count, now) else { return Ok(0) };
-        let drawn = step.winners.len() as u64;
-        stats::DRAWN.add(drawn);
-        w.publish(sale, &Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners }, had_holds);
-        Ok(drawn)
-    })?;
-    three(ctx, drawn, sale.remaining(), sale.left_to_draw())
-}
-
-/// SECKILL.ENTRANTS key cursor [COUNT n] -> [next_cursor, [user, qty,
-/// result, ...]], in the order they entered; read-only.
-fn entrants(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    if argv.len() < 3 {
-        return Err(RedisError::WrongArity);
-    }
-    let (cursor, count) = args::parse_entrants(&argv[2..])?;
-    let key = ctx.open_key(name);
-    let (next, page) = match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {
-        None => (0, Vec::new()),
-        Some(sale) if !sale.is_draw() => return Err(RedisError::Str(NOT_DRAW)),
-        Some(sale) => sale.entrants_page(cursor, count),
-    };
-    let items = page
-        .into_iter()
-        .flat_map(|e| [Reply::Bulk(e.user.into_vec()), Reply::Int(e.qty), Reply::Bulk(e.result.word().as_bytes().to_vec())]);
-    Reply::Array(vec![Reply::Bulk(next.to_string().into_bytes()), Reply::Array(items.collect())]).done(ctx)
-}
-
 /// SECKILL.SALES cursor [COUNT n] -> [next_cursor, [key, ...]]: the
 /// selected database's sales in byte order, from the list the module keeps
 /// (`sales`), never a scan of the keyspace; read-only and keyless. The
@@ -287,35 +154,6 @@ fn sales(ctx: &Context, call: &Call) -> RedisResult {
     };
     let names = names.into_iter().map(|n| Reply::Bulk(n.into_vec())).collect();
     Reply::Array(vec![Reply::Bulk(cursor), Reply::Array(names)]).done(ctx)
-}
-
-/// A STREAM key must be empty or a stream, and writable by the caller.
-/// Returns it opened, for the command's appends.
-fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, RedisError> {
-    let key = StreamKey::open(ctx, &stream.key).map_err(RedisError::Str)?;
-    check_acl(ctx, &key)?;
-    Ok(key)
-}
-
-/// The sale's stream, checked as `check_stream` does and opened for the
-/// command's appends; TRYAGAIN while a slot migration has moved it away.
-fn sale_stream(ctx: &Context, name: &RedisString, sale: &Sale) -> Result<Option<StreamKey>, RedisError> {
-    // Most sales have no stream: they do not read the key's name.
-    if sale.config().stream.is_none() {
-        return Ok(None);
-    }
-    let key = crate::module::stream::open_for_sale(ctx, name.as_slice(), sale).map_err(RedisError::Str)?;
-    if let Some(key) = &key {
-        check_acl(ctx, key)?;
-    }
-    Ok(key)
-}
-
-fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
-    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::module::rawapi::may_insert(ctx, key.name()) {
-        return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
-    }
-    Ok(())
 }
 
 /// SECKILL.INIT key total [options...]
@@ -355,25 +193,6 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     }
     stats::INIT_CREATED.add(1);
     Reply::Simple(c"OK").done(ctx)
-}
-
-/// RESERVE's and ENTER's arguments (`key user [QTY n] [REQID id]`), and
-/// the key opened for writing.
-#[inline]
-fn user_call<'a>(ctx: &Context, call: &Call<'a>) -> Result<(args::ReserveArgs<'a>, RedisKeyWritable), RedisError> {
-    if call.argv.len() < 3 {
-        return Err(RedisError::WrongArity);
-    }
-    Ok((args::parse_reserve(&call.argv[2..])?, ctx.open_key_writable(call.key)))
-}
-
-/// QTY within the sale's LIMIT (RESERVE, ENTER).
-#[inline]
-fn check_qty(sale: &Sale, qty: u64) -> Result<(), RedisError> {
-    if qty > sale.config().limit {
-        return Err(RedisError::Str("ERR QTY is above the sale's LIMIT"));
-    }
-    Ok(())
 }
 
 /// SECKILL.RESERVE key user [QTY n] [REQID id]
@@ -425,11 +244,6 @@ fn reserve(ctx: &Context, call: &Call) -> RedisResult {
 fn fenced_reserve(ctx: &Context, sale: &Sale) -> RedisResult {
     stats::FENCED.add(1);
     Reply::status_id_count(ctx, c"FENCED", None, sale.remaining())
-}
-
-fn stats_of(counter: &stats::Counter, status: &'static CStr) -> &'static CStr {
-    counter.add(1);
-    status
 }
 
 /// RELEASE's or CONFIRM's change to the reservation `rid`, made through
@@ -648,122 +462,4 @@ fn replay_stream_entry(
     if let Err(e) = result {
         crate::module::warn::limited(ctx, &format!("seckill: {e}"));
     }
-}
-
-/// The sale's stream when the call releases due holds (their releases are
-/// appended); transfers themselves write no stream entry.
-fn due_stream(ctx: &Context, name: &RedisString, sale: &Sale, now: u64) -> Result<Option<StreamKey>, RedisError> {
-    if sale.next_deadline().is_some_and(|d| d <= now) {
-        sale_stream(ctx, name, sale)
-    } else {
-        Ok(None)
-    }
-}
-
-fn three(ctx: &Context, a: u64, b: u64, c: u64) -> RedisResult {
-    Reply::Array(vec![Reply::Int(a), Reply::Int(b), Reply::Int(c)]).done(ctx)
-}
-
-/// Only a part of a split sale moves stock, only with a peer it declared
-/// and only in its own round: checked before anything changes.
-fn check_transfer(sale: &Sale, peer: &[u8], round: &[u8]) -> Result<(), RedisError> {
-    sale.check_transfer(peer, round).map_err(transfer_refused)
-}
-
-fn transfer_refused(refusal: TransferRefusal) -> RedisError {
-    stats::TRANSFERS_REFUSED.add(1);
-    RedisError::Str(match refusal {
-        TransferRefusal::NotSplit => "ERR the sale is not a part of a split sale (INIT ... SPLIT)",
-        TransferRefusal::StaleRound => {
-            "STALEROUND the key is in another round of its split sale (an INIT ... REPLACE started it): reload the layout"
-        }
-        TransferRefusal::UnknownPeer => "ERR the peer is not one of this part's declared peers",
-        TransferRefusal::Drawing => "ERR the draw part has begun drawing: its stock moves no more",
-    })
-}
-
-/// SECKILL.SEND key peer qty [MIN m] TID tid ROUND round -> [taken,
-/// sent_total, remaining] (nil when the key does not exist). Works outside
-/// the sale's window: it moves stock between the keys of one sale, it
-/// sells nothing.
-fn send(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    if argv.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
-    let a = args::parse_send(argv[1], &argv[2..])?;
-    let key = ctx.open_key_writable(name);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
-        return Reply::Null.done(ctx);
-    };
-    check_transfer(sale, a.peer, a.round)?;
-    sale.check_send_move(a.tid).map_err(transfer_refused)?;
-    check_fence(sale)?;
-    let now = now_ms();
-    let stream = due_stream(ctx, name, sale, now)?;
-    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    // Holds that ran out are stock again: a SEND may take it.
-    let taken = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
-        // A refused SEND does not record its tid: nothing was taken, so a
-        // retry with the same tid once stock is back (or with a lower MIN)
-        // may still take it; only a SEND that took units makes its tid final.
-        Ok(match sale.decide_send(a.qty, a.min, a.tid) {
-            SendDecision::Take(takes) => {
-                let taken = takes.iter().map(|t| t.qty).sum();
-                let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes };
-                w.commit(sale, &effect).map_err(internal)?;
-                stats::SENDS.add(1);
-                stats::UNITS_SENT.add(taken);
-                taken
-            }
-            SendDecision::Repeated => {
-                stats::SEND_REPEATED.add(1);
-                0
-            }
-            SendDecision::BelowMin => {
-                stats::SEND_BELOW_MIN.add(1);
-                0
-            }
-        })
-    })?;
-    three(ctx, taken, sale.transfer_counters(a.peer).sent, sale.remaining())
-}
-
-/// SECKILL.RECV key peer sent_total ROUND round -> [credited,
-/// received_total, remaining] (nil when the key does not exist). Works
-/// outside the sale's window.
-fn recv(ctx: &Context, call: &Call) -> RedisResult {
-    let (name, argv) = (call.key, call.argv);
-    if argv.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
-    let args::RecvArgs { peer, sent_total, round } = args::parse_recv(argv[1], &argv[2..])?;
-    let key = ctx.open_key_writable(name);
-    let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
-        return Reply::Null.done(ctx);
-    };
-    check_transfer(sale, peer, round)?;
-    sale.check_recv_move(peer, sent_total).map_err(transfer_refused)?;
-    // A total the sale cannot hold is refused before anything changes
-    // (expiry below moves units within the sale, never past this check).
-    sale.plan_recv(peer, sent_total).map_err(|e| RedisError::String(format!("ERR sent_total cannot be credited: {}", e.0)))?;
-    let now = now_ms();
-    let stream = due_stream(ctx, name, sale, now)?;
-    let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
-    let credited = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
-        Ok(match sale.plan_recv(peer, sent_total).map_err(internal)? {
-            None => {
-                stats::RECV_NOTHING.add(1);
-                0
-            }
-            Some(credits) => {
-                let credit = credits.iter().map(|t| t.qty).sum();
-                w.commit(sale, &Effect::Recv { peer: peer.into(), sent_total, credits }).map_err(internal)?;
-                stats::RECVS.add(1);
-                stats::UNITS_RECEIVED.add(credit);
-                credit
-            }
-        })
-    })?;
-    three(ctx, credited, sale.transfer_counters(peer).received, sale.remaining())
 }
