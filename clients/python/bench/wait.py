@@ -73,6 +73,7 @@ def servers(backend: str) -> List[RedisServer]:
     reps = [RedisServer(replicaof=master, **kw).start() for _ in range(2)]
     for rep in reps:
         rep.wait_synced()
+    master.wait_replicas(len(reps))
     return [master, *reps]
 
 

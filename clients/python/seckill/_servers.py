@@ -141,6 +141,23 @@ class RedisServer:
         finally:
             c.close()
 
+    def wait_replicas(self, count: int, timeout: float = 10) -> None:
+        """For a master: until it reports `count` replicas online. A replica's
+        link is up (wait_synced) a moment before its master marks it online,
+        and WAIT and Durability('auto') count what the master reports."""
+        c = self.client()
+
+        def online() -> int:
+            info = c.info('replication')
+            return sum(1 for k, v in info.items()
+                       if k.startswith('slave') and isinstance(v, dict)
+                       and v.get('state') == 'online')
+        try:
+            _wait(lambda: online() >= count, timeout,
+                  'master on port %d did not report %d replicas online' % (self.port, count))
+        finally:
+            c.close()
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -41,6 +41,7 @@ def trio(backend, request):
     replicas = []
     try:
         replicas = [replica_of(master, backend, path) for _ in range(2)]
+        master.wait_replicas(2)
         yield master, replicas
     finally:
         for s in [master, *replicas]:

@@ -22,6 +22,7 @@ from seckill._servers import RedisServer
 def replica(redis_server, module):
     srv = RedisServer(module=module, replicaof=redis_server).start()
     srv.wait_synced()
+    redis_server.wait_replicas(1)
     yield srv
     srv.stop()
 

@@ -35,6 +35,7 @@ def deployment(module):
     master = RedisServer(module=module).start()
     replica = RedisServer(module=module, replicaof=master).start()
     replica.wait_synced()
+    master.wait_replicas(1)
     sentinels = []
     try:
         sentinels = [SentinelServer(master, SERVICE, down_after_ms=500,
