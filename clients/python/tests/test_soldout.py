@@ -33,6 +33,9 @@ from clusters import wait_until
 from test_split_cluster import needs_send, new_name, users_homed
 
 KEY = 'sale:{so}'
+# What a lapse bound allows beyond the lapse itself: the test's own calls and
+# thread switches on a loaded 2-core CI machine (0.25 s failed there once).
+SCHEDULING = 1.0
 
 
 def reserve_calls(client) -> int:
@@ -139,7 +142,7 @@ def test_dropped_restock_delays_at_most_the_lapse(events_on, redis_server):
         assert sale.reserve('u4').status == 'SOLD_OUT'         # the restock was not heard ...
         assert reserve_calls(r) == before                      # ... and no call went out
         _, t_ok = until_reserved(lambda: sale.reserve('u5%f' % time.monotonic()).status)
-        assert t_ok - t_restock <= lapse + 0.25                # at most the bound (+ scheduling)
+        assert t_ok - t_restock <= lapse + SCHEDULING                # at most the bound (+ scheduling)
         assert t_ok - t_set >= lapse                           # it was the lapse that reopened it
         assert cache.stats['probes'] >= 1
         info = sale.info()
@@ -168,7 +171,7 @@ def test_notifications_off_flag_lives_on_replies_and_the_lapse(r, redis_server, 
         assert reserve_calls(r) - before <= 1 + lapses          # one probe per lapse at most
         Sale(redis_server.client(), KEY).release('a')
         took, _ = until_reserved(lambda: sale.reserve('y%f' % time.monotonic()).status)
-        assert took <= lapse + 0.25
+        assert took <= lapse + SCHEDULING
         assert cache.stats['set_event'] == 0 and cache.stats['clear_event'] == 0
     finally:
         cache.close()
@@ -299,7 +302,7 @@ def test_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server)
         assert probes <= 1 + (time.monotonic() - t1) / lapse    # one probe per lapse at most
         assert other.release(rids[0]).status == 'RELEASED'
         took, _ = until_reserved(lambda: sale.reserve('again%f' % time.monotonic()).status)
-        assert took <= lapse + 0.25
+        assert took <= lapse + SCHEDULING
     finally:
         forger.stop()
         cache.close()                         # its listener makes no read after this
@@ -582,7 +585,7 @@ def test_split_dropped_restock_delays_at_most_the_lapse(cluster_events):
         assert sale.reserve('not-yet')[0] == 'SOLD_OUT' and seckill_calls(cluster) == before
         n = iter(range(10 ** 6))
         _, t_ok = until_reserved(lambda: sale.reserve('w%d' % next(n))[0])
-        assert t_ok - t_restock <= lapse + 0.25
+        assert t_ok - t_restock <= lapse + SCHEDULING
         assert t_ok - t_set >= lapse
         info = sale.info()
         assert info['remaining'] == 0 and info['pending'] == 30 and info['invariant'] == 'ok'
@@ -705,7 +708,7 @@ async def test_aio_forged_soldout_messages_never_answer_sold_out(backend, r, red
         i = 0
         while (await sale.reserve('again%d' % i)).status != 'RESERVED':
             i += 1
-            assert time.monotonic() - t_restock <= lapse + 0.25
+            assert time.monotonic() - t_restock <= lapse + SCHEDULING
             await asyncio.sleep(0.001)
     finally:
         if forger.is_alive():
