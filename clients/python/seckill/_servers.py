@@ -23,6 +23,8 @@ import tempfile
 import time
 from typing import Any, List, Optional, Sequence
 
+from .durability import online_replicas
+
 _REPO_MODULE = os.path.join('target', 'release', 'libredis_seckill.so')
 
 
@@ -146,14 +148,8 @@ class RedisServer:
         link is up (wait_synced) a moment before its master marks it online,
         and WAIT and Durability('auto') count what the master reports."""
         c = self.client()
-
-        def online() -> int:
-            info = c.info('replication')
-            return sum(1 for k, v in info.items()
-                       if k.startswith('slave') and isinstance(v, dict)
-                       and v.get('state') == 'online')
         try:
-            _wait(lambda: online() >= count, timeout,
+            _wait(lambda: online_replicas(c.info('replication')) >= count, timeout,
                   'master on port %d did not report %d replicas online' % (self.port, count))
         finally:
             c.close()
