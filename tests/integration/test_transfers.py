@@ -10,7 +10,7 @@ import time
 
 from RLTest import Env
 
-from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, digest, digest_value, events_from,
+from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, caught_up_replica, digest, digest_value, events_from,
                              get, info, reconcile, reserve, restart_from_aof, seckill_stats, server_ms,
                              wait_aof_rewrite)
 from seckill_helpers import MODULE
@@ -312,8 +312,7 @@ def test_replica_holds_the_master_state():
     c = env.getConnection()
     keys = _transfer_workload(c)
     _audit(env, c, keys)
-    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
-    replica = env.getSlaveConnection()
+    replica = caught_up_replica(env, c)
     env.assertEqual(_states(replica, keys), _states(c, keys))
     env.assertEqual(digest(replica), digest(c))
     # Writes are refused on the replica.
