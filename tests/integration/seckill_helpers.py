@@ -240,6 +240,12 @@ def caught_up_replica(env, conn, depth=0, timeout=10.0):
     return replica
 
 
+def replica_caught_up(env, conn, depth=0, timeout=10.0):
+    """Wait until the replica has applied everything the master `conn` wrote
+    so far (caught_up_replica's checks), before a test reads the replica."""
+    caught_up_replica(env, conn, depth=depth + 1, timeout=timeout).close()
+
+
 def assert_replica_agrees(env, conn, depth=0):
     """Under --use-slaves: the replica ends in exactly the master's state
     (DEBUG DIGEST of the whole dataset). Call it once the state is settled

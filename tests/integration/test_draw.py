@@ -11,7 +11,7 @@ import time
 
 from RLTest import Env
 
-from seckill_helpers import (REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
+from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
                              wait_for)
 
 DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed']
@@ -433,7 +433,7 @@ def _mid_draw_state(c, key, skey):
 def test_replica_and_reloads_are_digest_equal():
     env, c = _env(useSlaves=True)
     _mid_draw_state(c, 'd:{s}', 'd:{s}:ev')
-    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, c)
     replica = env.getSlaveConnection()
     env.assertEqual(digest(replica), digest(c))
     env.assertEqual(replica.execute_command('SECKILL.INFO', 'd:{s}'), c.execute_command('SECKILL.INFO', 'd:{s}'))

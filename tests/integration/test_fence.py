@@ -16,7 +16,7 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import (FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, aof_files, as_dict, digest, digest_value,
+from seckill_helpers import (replica_caught_up, FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, aof_files, as_dict, digest, digest_value,
                              info, reconcile, restart_from_aof, server_ms, wait_aof_rewrite, wait_for)
 
 FENCE_FIELDS = REPORT_FIELDS + ['fence']
@@ -168,7 +168,7 @@ def _sales_before_failover(env, master):
     master.execute_command('SECKILL.INIT', 'e:{1}', 2, 'END', server_ms(master) + 60000, 'DRAW', 'FENCE')
     _split_init(master, 's:{1}', 's:{2}', 10, 'FENCE')
     wait_for(lambda: server_ms(master) > end + 10, timeout=5)
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
     return rid1, rid2
 
 
@@ -249,7 +249,7 @@ def test_holds_run_out_while_fenced():
     # The replica's first sync can take seconds: it has the sale before the hold starts.
     env.assertEqual(master.execute_command('WAIT', 1, 20000), 1)
     env.assertEqual(master.execute_command('SECKILL.RESERVE', 'h:{1}', 'u1', 'QTY', 2)[0], 'RESERVED')
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
     _promote(env, replica)
     env.assertEqual(info(replica, 'h:{1}')['pending'], 2)
     env.assertTrue(wait_for(lambda: info(replica, 'h:{1}')['pending'] == 0, timeout=10))

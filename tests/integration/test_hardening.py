@@ -16,7 +16,7 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import aof_files, digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
+from seckill_helpers import replica_caught_up, aof_files, digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
 from test_corrupt_input import _parse_resp_commands
 
 
@@ -560,7 +560,7 @@ def test_async_replica_load():
     master.execute_command('CLIENT', 'KILL', 'TYPE', 'replica')
     env.assertTrue(wait_for(lambda: int(master.info('stats')['sync_full']) > full_syncs, timeout=10))
     wait_for(lambda: replica.info('replication').get('master_link_status') == 'up', timeout=10)
-    env.assertEqual(master.execute_command('WAIT', 1, 5000), 1)
+    replica_caught_up(env, master)
     env.assertEqual(digest(replica), digest(master))
     log = os.path.join(replica.config_get('dir')['dir'], replica.config_get('logfile')['logfile'])
     with open(log) as f:

@@ -4,7 +4,7 @@ RECONCILE ... APPLY brings a sale back to the order ledger's truth."""
 from RLTest import Env
 
 import workload as wl
-from seckill_helpers import restart_from_aof
+from seckill_helpers import replica_caught_up, restart_from_aof
 
 KEY = 'sale:{r1}'
 KEY2 = 'sale:{r2}'
@@ -37,7 +37,7 @@ def test_replica_holds_master_state():
     master, replica = env.getConnection(), env.getSlaveConnection()
     _workload(master, seed=11)
     _settled(env, master)
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
     wl.assert_same_state(env, master, replica, KEYS, STREAM)
     # Read commands work on the replica, writes are refused there.
     env.assertEqual(wl.info_map(replica, KEY)['invariant'], 'ok')
@@ -109,7 +109,7 @@ def test_failover_then_reconcile_with_ledger():
     master, replica = env.getConnection(), env.getSlaveConnection()
     wl.init_sale(master, KEY, STREAM, total=3000, limit=3, hold=0)
     ledger = wl.run(master, KEY, seed=41, ops=800)
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
 
     # Promote the replica mid-sale.
     replica.execute_command('REPLICAOF', 'NO', 'ONE')

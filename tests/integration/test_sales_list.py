@@ -12,7 +12,7 @@ import time
 import redis
 from RLTest import Env
 
-from seckill_helpers import SALE_TYPE, conn_address, is_valkey_8_1, seckill_stats, wait_for
+from seckill_helpers import replica_caught_up, SALE_TYPE, conn_address, is_valkey_8_1, seckill_stats, wait_for
 
 # Pages a listing may take in these tests (a bound on every loop).
 MAX_PAGES = 5000
@@ -225,7 +225,7 @@ def _full_sync(env, master, replica):
     done = wait_for(lambda: int(master.info('stats')['sync_full']) > syncs
                     and replica.info('replication').get('master_link_status') == 'up', timeout=20)
     env.assertTrue(done, message='no full sync', depth=1)
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1, depth=1)
+    replica_caught_up(env, master, depth=1)
 
 
 def test_replica_follows_effects_and_full_syncs():
@@ -234,7 +234,7 @@ def test_replica_follows_effects_and_full_syncs():
     _init(master, 'a', 'b', 'c')
     master.rename('c', 'renamed')
     master.delete('a')
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
     check(env, replica, 'replica, by effects')
     for load in ('disabled', 'swapdb'):
         replica.execute_command('CONFIG', 'SET', 'repl-diskless-load', load)

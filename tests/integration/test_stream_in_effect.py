@@ -4,7 +4,7 @@ master's id and trim to the master's length, ending byte-identical."""
 
 from RLTest import Env
 
-from seckill_helpers import digest_value, wait_aof_rewrite, wait_for
+from seckill_helpers import replica_caught_up, digest_value, wait_aof_rewrite, wait_for
 from test_hardening import _aof_commands
 
 KEY = 'sale:{se}'
@@ -47,7 +47,7 @@ def test_replica_stream_is_the_masters():
     env = Env(useSlaves=True, decodeResponses=True)
     master, replica = env.getConnection(), env.getSlaveConnection()
     _workload(master)
-    env.assertEqual(master.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, master)
     env.assertEqual(_stream_state(replica), _stream_state(master))
     env.assertEqual(digest_value(replica, KEY), digest_value(master, KEY))
     # Trimmed approximately on the master, exactly to the same length here.

@@ -10,7 +10,7 @@ import time
 
 from RLTest import Env
 
-from seckill_helpers import (PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, caught_up_replica, digest, digest_value, events_from,
+from seckill_helpers import (replica_caught_up, PAST_64, REPORT_FIELDS, RawConn, assert_replica_agrees, caught_up_replica, digest, digest_value, events_from,
                              get, info, reconcile, reserve, restart_from_aof, seckill_stats, server_ms,
                              wait_aof_rewrite)
 from seckill_helpers import MODULE
@@ -462,7 +462,7 @@ def test_no_change_replicates_nothing():
     init(c, A, 5)
     send(c, A, B, 2, 't1')
     recv(c, A, B, 1)
-    env.assertEqual(c.execute_command('WAIT', 1, 10000), 1)
+    replica_caught_up(env, c)
     offset = c.info('replication')['master_repl_offset']
     send(c, A, B, 2, 't1')                      # repeated tid
     send(c, A, B, 9, 't2', 'MIN', 9)            # below MIN
