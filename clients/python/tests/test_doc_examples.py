@@ -20,6 +20,10 @@ A fenced block that shows a redis-cli prompt (`127.0.0.1:PORT>`, or a bare
 `> COMMAND`) without one of these openings fails `test_every_prompt_block_
 is_a_session`: a page cannot show typed commands that no test runs.
 Syntax summaries (a command's arguments, no prompt) are not sessions.
+
+docs/split-sales.md's Python example runs as pasted against a three-master
+cluster with the module (conftest's `cluster`, in place of `make cluster`'s
+port 7000), twice, and prints what the page shows after it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import glob
 import os
 import re
 import subprocess
+import sys
 from typing import Dict, List, Tuple
 
 import pytest
@@ -159,3 +164,35 @@ def test_placeholders_stand_for_one_value(expected, got, ok):
 def test_a_prompt_of_another_port_is_refused():
     with pytest.raises(AssertionError, match='not the session'):
         commands_and_replies(['127.0.0.1:7379> PING', 'PONG'], '127.0.0.1:7380> ')
+
+
+SPLIT_PAGE = os.path.join(ROOT, 'docs', 'split-sales.md')
+
+
+def python_example(path: str) -> Tuple[str, List[str]]:
+    """The page's one Python block, and the output the `$ python ...` block
+    after it shows."""
+    found = blocks(path)
+    with open(path, encoding='utf-8') as f:
+        fences = [line for line in f.read().splitlines() if FENCE.match(line)]
+    langs = fences[0::2]
+    py = [i for i, lang in enumerate(langs) if lang == '```python']
+    assert len(py) == 1, '%s: one ```python block expected, found %d' % (path, len(py))
+    i = py[0]
+    out = found[i + 1][1] if i + 1 < len(found) else []
+    assert out and out[0].startswith('$ python '), (
+        '%s: the Python block is not followed by a `$ python FILE` block of its output' % path)
+    return '\n'.join(found[i][1]) + '\n', out[1:]
+
+
+def test_split_sales_python_runs_as_pasted(cluster):
+    code, expected = python_example(SPLIT_PAGE)
+    assert code.count('port=7000') == 1, 'the example connects to make cluster\'s port 7000'
+    code = code.replace('port=7000', 'port=%d' % cluster.masters[0].port)
+    for run in (1, 2):      # replace=True: the same output on every run
+        out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, 'docs/split-sales.md example, run %d:\n%s' % (run, out.stderr)
+        assert out.stdout.splitlines() == expected, (
+            'docs/split-sales.md example, run %d: the page shows %r, it printed %r'
+            % (run, expected, out.stdout.splitlines()))
