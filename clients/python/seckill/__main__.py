@@ -270,8 +270,8 @@ def parser() -> argparse.ArgumentParser:
                        '--force) or status')
     s.add_argument('action', choices=('install', 'status'))
     s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
-    s.add_argument('--file', help='the Lua source (default: $SECKILL_LIBRARY, else the '
-                   "repository's functions/seckill.lua)")
+    s.add_argument('--file', help='the Lua source (default: $SECKILL_LIBRARY, else the copy '
+                   "the installed package carries, else the repository's functions/seckill.lua)")
     s.add_argument('--force', action='store_true', help='load even an older version')
     s.set_defaults(func=cmd_functions)
 

@@ -2,9 +2,10 @@
 `python -m seckill functions install|status`.
 
 Where the Lua source comes from, first found: `--file`, $SECKILL_LIBRARY,
-then functions/seckill.lua of the repository this package sits in
-(clients/python/seckill -> ../../../functions). It is not shipped as package
-data: an installed wheel needs --file or $SECKILL_LIBRARY.
+the copy a built package carries (seckill/seckill.lua: a wheel, an sdist, a
+non-editable `pip install`; setup.py copies functions/seckill.lua there at
+build time), then functions/seckill.lua of the repository this package sits
+in (clients/python/seckill -> ../../../functions: an editable install).
 
 `plan()` is the decision, plain: install, upgrade, leave as is, or refuse a
 downgrade without `force`."""
@@ -17,6 +18,7 @@ from typing import Any, Optional, Tuple
 
 from .backend import LIBRARY_NAME, library_loaded, parse_version
 
+PACKAGED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'seckill.lua')
 REPO_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))), 'functions', 'seckill.lua')
 
@@ -28,15 +30,17 @@ class LibraryError(RuntimeError):
 
 
 def source_path(path: Optional[str] = None) -> str:
-    for p in (path, os.environ.get('SECKILL_LIBRARY'), REPO_FILE):
-        if p:
-            if not os.path.exists(p):
-                hint = ('' if p == path else ': name the file with --file '
-                        'path/to/functions/seckill.lua (or $SECKILL_LIBRARY); this '
-                        'package was installed outside the repository')
-                raise LibraryError('no library file at %s%s' % (p, hint))
+    given = path or os.environ.get('SECKILL_LIBRARY')
+    if given:
+        if not os.path.exists(given):
+            raise LibraryError('no library file at %s' % given)
+        return given
+    for p in (PACKAGED_FILE, REPO_FILE):
+        if os.path.exists(p):
             return p
-    raise LibraryError('no library file')   # pragma: no cover
+    raise LibraryError('no library file: this package carries none (%s) and sits outside the '
+                       'repository (%s); name the file with --file path/to/functions/seckill.lua '
+                       '(or $SECKILL_LIBRARY)' % (PACKAGED_FILE, REPO_FILE))
 
 
 def source_version(code: str) -> str:
@@ -101,5 +105,5 @@ def install(r: Any, path: Optional[str] = None, force: bool = False) -> Tuple[st
     return action, message
 
 
-__all__ = ['LibraryError', 'REPO_FILE', 'source_path', 'source_version', 'plan',
+__all__ = ['LibraryError', 'PACKAGED_FILE', 'REPO_FILE', 'source_path', 'source_version', 'plan',
            'loaded_version', 'install']

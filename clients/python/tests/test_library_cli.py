@@ -81,8 +81,10 @@ def test_as_a_process(server):
 
 
 def test_missing_library_file_points_at_file(monkeypatch):
-    """A package installed outside the repository has no functions/ beside it."""
+    """A package that carries no copy of the library (an editable install),
+    moved outside the repository, has no functions/ beside it."""
     monkeypatch.setattr(lib, 'REPO_FILE', '/nonexistent/functions/seckill.lua')
+    monkeypatch.setattr(lib, 'PACKAGED_FILE', '/nonexistent/seckill/seckill.lua')
     monkeypatch.delenv('SECKILL_LIBRARY', raising=False)
     with pytest.raises(lib.LibraryError, match='--file'):
         lib.source_path()
