@@ -6,8 +6,8 @@ redis-cli session is one; the opening names the server it runs against:
 - `$ redis-cli -p 7379`: redis-server with the module (what `make start`
   serves on port 7379);
 - `$ redis-cli -p 7380`: redis-server without the module, with the Functions
-  library loaded (`redis-cli -x FUNCTION LOAD REPLACE < functions/seckill.lua`,
-  as docs/managed-redis.md tells a user to load it on port 7380).
+  library loaded by the command docs/managed-redis.md gives for port 7380
+  (LOAD_LIBRARY, run from the repository's root with the server's port).
 
 In a session, lines `127.0.0.1:PORT> COMMAND` are what the user types, the
 lines after each are the reply redis-cli prints. Each session is sent, line
@@ -41,7 +41,8 @@ from seckill._servers import RedisServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PAGES = [os.path.join(ROOT, 'README.md')] + sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md')))
-LIBRARY = os.path.join(ROOT, 'functions', 'seckill.lua')
+# How docs/managed-redis.md loads the library into its server on 7380.
+LOAD_LIBRARY = 'redis-cli -p 7380 -x FUNCTION LOAD REPLACE < functions/seckill.lua'
 # The opening line of a session -> (port in its prompt, the server it runs against).
 OPENINGS: Dict[str, Tuple[int, str]] = {
     '$ redis-cli -p 7379': (7379, 'module'),
@@ -105,6 +106,12 @@ def test_the_pages_have_sessions():
                for page, _, o, _ in CASES), 'docs/managed-redis.md lost its library session'
 
 
+def test_the_library_page_loads_as_the_test_does():
+    with open(os.path.join(ROOT, 'docs', 'managed-redis.md'), encoding='utf-8') as f:
+        assert LOAD_LIBRARY in f.read().splitlines(), 'docs/managed-redis.md no longer says %r' % (
+            LOAD_LIBRARY)
+
+
 def test_every_prompt_block_is_a_session():
     """A block that shows redis-cli prompts is a session the test runs."""
     untested = ['%s:%d' % (os.path.relpath(p, ROOT), n) for p in PAGES for n, b in blocks(p)
@@ -120,9 +127,8 @@ def start_server(kind: str, module: str) -> RedisServer:
         return RedisServer(module).start()
     server = RedisServer(load_module=False).start()
     try:
-        with open(LIBRARY, 'rb') as f:
-            out = subprocess.run(['redis-cli', '-p', str(server.port), '-x', 'FUNCTION', 'LOAD',
-                                  'REPLACE'], stdin=f, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(LOAD_LIBRARY.replace('7380', str(server.port)), shell=True, cwd=ROOT,
+                             capture_output=True, text=True, timeout=30)
         assert out.stdout == 'seckill\n', 'FUNCTION LOAD answered %r %r' % (out.stdout, out.stderr)
     except BaseException:
         server.stop()
