@@ -179,12 +179,13 @@ integration-redis8: build py-deps ## SERVER_TESTS on Redis 8.2.3
 # every place that states it (tools/check-versions.py): the four checks make
 # one row of the summary.
 RUFF_VERSION := 0.17.5
-lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, ruff check, one version everywhere
+lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ without redis-module, ruff check, one version everywhere
 	@start=$$SECONDS; passed=0; failed=0; \
 	check() { echo "lint: $$*"; if "$$@"; then passed=$$((passed + 1)); else failed=$$((failed + 1)); fi; }; \
 	$(VENV)/bin/ruff --version 2>/dev/null | grep -qF '$(RUFF_VERSION)' || $(VENV)/bin/pip install -q ruff==$(RUFF_VERSION); \
 	check cargo fmt --all --check; \
 	check cargo clippy --all-targets --workspace -q -- -D warnings; \
+	check cargo check -q --lib --tests --no-default-features; \
 	check $(VENV)/bin/ruff check -q .; \
 	check $(PY) tools/check-versions.py; \
 	echo "lint: $$passed passed, $$failed failed"; \
