@@ -6,6 +6,9 @@
 #   make deb        dist/redis-seckill_<version>-1_<arch>.deb (dpkg-deb, no
 #                   debhelper): the module in /usr/lib/redis/modules/, 0755;
 #                   its checksum joins SHA256SUMS
+#   make install    the built module into $(DESTDIR)$(MODULE_DIR) (0755) and
+#                   the library into $(DESTDIR)$(SHARE_DIR); make uninstall
+#                   removes both
 #   make deb-test   installs that .deb with dpkg, loads the module into
 #                   Debian's redis-server started on a free port, checks
 #                   MODULE LIST's ver, removes the package (part of make test;
@@ -25,7 +28,20 @@ glibc_of = $$(objdump -T $(1) | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sor
 
 EXTRA_TESTS += deb-test
 
-.PHONY: dist deb deb-test
+.PHONY: dist deb deb-test install uninstall
+
+# Where `make install` puts the files: Debian's module folder (the one its
+# redis-server package documents) and the library beside the docs.
+MODULE_DIR ?= /usr/lib/redis/modules
+SHARE_DIR ?= /usr/share/redis-seckill
+install: build ## the module into /usr/lib/redis/modules (0755) and seckill.lua into /usr/share/redis-seckill (DESTDIR=, MODULE_DIR=)
+	install -D -m 0755 $(MODULE) $(DESTDIR)$(MODULE_DIR)/libredis_seckill.so
+	install -D -m 0644 functions/seckill.lua $(DESTDIR)$(SHARE_DIR)/seckill.lua
+	@echo "installed; load it with: loadmodule $(MODULE_DIR)/libredis_seckill.so (redis.conf)"
+
+uninstall: ## remove what make install put there (same DESTDIR=, MODULE_DIR=)
+	rm -f $(DESTDIR)$(MODULE_DIR)/libredis_seckill.so $(DESTDIR)$(SHARE_DIR)/seckill.lua
+	-rmdir $(DESTDIR)$(SHARE_DIR) 2>/dev/null
 
 dist: build ## dist/: stripped module (version, target, glibc in its name), seckill.lua, LICENSE, SHA256SUMS
 	@set -e; glibc=$(call glibc_of,$(MODULE)); \

@@ -104,3 +104,18 @@ def test_two_ports_share_nothing_and_stop_alone(module):
             except (OSError, ValueError):
                 pass
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_install_and_uninstall(module, tmp_path):
+    """`make install DESTDIR=...` puts the module there with its execute bit
+    (Redis refuses a module file without one) and the library beside it;
+    `make uninstall` removes both."""
+    dest = str(tmp_path)
+    make(module, 'install', 'DESTDIR=%s' % dest)
+    so = os.path.join(dest, 'usr/lib/redis/modules/libredis_seckill.so')
+    lua = os.path.join(dest, 'usr/share/redis-seckill/seckill.lua')
+    assert os.stat(so).st_mode & 0o777 == 0o755
+    with open(lua, 'rb') as a, open(os.path.join(ROOT, 'functions', 'seckill.lua'), 'rb') as b:
+        assert a.read() == b.read()
+    make(module, 'uninstall', 'DESTDIR=%s' % dest)
+    assert not os.path.exists(so) and not os.path.exists(lua)
