@@ -196,7 +196,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
     cfg = DemoConfig(db=a.db_kind, buyers=a.buyers, stock=a.stock, hold_ms=a.hold_ms,
                      duration_s=a.duration, workers=a.workers, out=a.out, seed=a.seed,
                      progress=not a.no_progress,
-                     redis=a.demo_redis or (a.redis if a.sentinel else None))
+                     redis=a.demo_redis or (a.redis if a.sentinel else None),
+                     worker_metrics_ports=tuple(a.worker_metrics_port or ()))
     return run_demo(cfg)
 
 
@@ -299,6 +300,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--redis', dest='demo_redis', metavar='URL',
                    help='run against this deployment (redis:// or redis+sentinel://; the global '
                    '--sentinel/--service too) instead of a throwaway redis-server')
+    s.add_argument('--worker-metrics-port', type=int, action='append', metavar='PORT',
+                   help="worker i serves its metrics on the i-th of these (repeatable; make monitor)")
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser('functions', help='the Redis Functions library (functions/seckill.lua): '
