@@ -97,4 +97,22 @@ def test_ledger_collector_says_when_the_ledger_is_down():
     class Down:
         def sales(self):
             raise RuntimeError('no database')
+
+        def reset(self):
+            pass
     assert [(s.name, s.value) for s in m.LedgerCollector(Down()).samples()] == [('seckill_ledger_up', 0)]
+
+
+def test_ledger_collector_keeps_no_connection_per_scrape(tmp_path):
+    """prometheus_client answers each scrape from a new thread; the store
+    opens a connection per thread: the collector closes its own."""
+    import threading
+    store = open_store('sqlite:%s' % (tmp_path / 'ledger.db'))
+    store.create_schema()
+    store.save_sale(SaleConfig('s', 3, created_ms=1))
+    c = m.LedgerCollector(store)
+    for _ in range(5):
+        t = threading.Thread(target=c.samples)
+        t.start()
+        t.join()
+    assert len(store._all_conns) <= 1

@@ -228,6 +228,11 @@ class LedgerCollector:
         except Exception as exc:  # noqa: BLE001 - the database is down: say so, as a metric
             log.warning('ledger unavailable: %s', exc)
             return [_s('seckill_ledger_up', 0)]
+        finally:
+            # prometheus_client serves each scrape from a new thread, and the
+            # store keeps a connection per thread: close this one, or every
+            # scrape would leave one open
+            self.store.reset()
         out = [_s('seckill_ledger_up', 1)] + ledger_samples(sales, summaries)
         with self._lock:
             cur = (self.clock(), {k: orders_created(v) for k, v in summaries.items()})
