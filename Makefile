@@ -91,7 +91,7 @@ $(VENV)/.installed: tests/integration/requirements.txt
 # The Python client and its extras (psycopg, tqdm, matplotlib, pytest) in the
 # same venv; pip only when an import fails, so a ready venv skips it.
 PIPELINE_DIR = $(CURDIR)/clients/python
-PIPELINE_IMPORTS = import seckill, psycopg, tqdm, matplotlib, pytest, pytest_asyncio
+PIPELINE_IMPORTS = import seckill, psycopg, tqdm, matplotlib, prometheus_client, pytest, pytest_asyncio
 pipeline-deps: py-deps ## the seckill Python package and its extras, in the venv
 	@$(PY) -c '$(PIPELINE_IMPORTS)' 2>/dev/null || \
 		$(VENV)/bin/pip install -q -e '$(PIPELINE_DIR)[all]'

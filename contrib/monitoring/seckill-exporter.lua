@@ -4,66 +4,61 @@
 -- redis_script_values{key="name"}; prometheus.yml's metric_relabel_configs
 -- (in this folder) turn them into seckill_* series:
 --
---   seckill_<counter>                       INFO seckill's counters (reserve_reserved, ...)
---   seckill_sale_<field>;sale=<key>         each sale's report: total, remaining, pending,
---                                           confirmed, released, expired, buyers, reservations,
---                                           invariant_ok (1/0), fenced (FENCE sales: 1/0)
---   seckill_stream_<lag|pending|consumers>;sale=<key>;group=<group>
---                                           the backlog of each consumer group of the sale's
---                                           stream, named <key>:events (the pipeline's name)
+--   seckill_<counter>                  INFO seckill's counters (reserve_reserved, ...)
+--   seckill_sale_<field>;sale=<key>    each sale's remaining, pending, confirmed, expired
+--   seckill_sale_invariant_ok;sale=<key>  0, only for a sale whose invariant is broken
+--   seckill_sale_fenced;sale=<key>     1, only for a FENCE sale that is fenced
+--   seckill_exporter_sales             the sales reported
+--   seckill_exporter_invariant_broken  the sales whose invariant is broken
+--   seckill_exporter_fenced            the sales that are fenced
+--
+-- What a scrape costs (docs/monitoring.md): the script blocks the server
+-- while it runs, so it does one call per sale (SECKILL.INFO ... FORMAT
+-- JSON: a string, cheaper to hand to Lua than the report as a table), takes
+-- the numbers out of the JSON as strings (no tostring), and sends 4 series
+-- per sale, plus one only for a sale in trouble. total is remaining +
+-- pending + confirmed while the invariant holds; released, buyers and
+-- reservations are not sent.
+--
+-- Stream backlog: a sale's report does not name its stream, so the script
+-- cannot find it; the pipeline's endpoint (seckill.pipeline.metrics) exports
+-- seckill_pipeline_stream_lag / _pending per sale and group from the
+-- ledger's stream names. Set STREAM_SUFFIX (e.g. ':events') to have the
+-- script read <sale><suffix> too: XINFO GROUPS costs about 7 us per sale more.
 --
 -- The sales come from SECKILL.SALES (the module's own list), never from a
 -- SCAN: the cost grows with the sales, not with the keys. Outside a cluster
 -- only: EVAL declares no keys, so on a cluster node the sales' keys would be
--- undeclared keys of other slots (run one exporter per node with the
--- module's own commands instead).
+-- undeclared keys of other slots.
 
-local STREAM_SUFFIX = ':events'
+local STREAM_SUFFIX = nil
 local MAX_PAGES = 100 -- 100,000 sales at the most
+
+local call, find, match, gmatch = redis.call, string.find, string.match, string.gmatch
 
 -- The reply, filled in place: (name, value) pairs, both strings (redis_exporter
 -- 1.45 reads the reply as strings: an integer in it fails the whole scrape).
 local out, n = {}, 0
-local function put(name, value)
-  out[n + 1] = name
-  out[n + 2] = tostring(value)
-  n = n + 2
-end
 
 -- INFO seckill: "seckill_name:value" lines.
-for name, value in string.gmatch(redis.call('INFO', 'seckill'), 'seckill_([%w_]+):(%-?%d+)') do
-  put('seckill_' .. name, value)
+for name, value in gmatch(call('INFO', 'seckill'), 'seckill_([%w_]+):(%-?%d+)') do
+  out[n + 1], out[n + 2], n = 'seckill_' .. name, value, n + 2
 end
 
--- Metric names by report field, made once per scrape, not once per sale.
-local sale_names = setmetatable({}, {
-  __index = function(t, field)
-    local name = 'seckill_sale_' .. field .. ';sale='
-    t[field] = name
-    return name
-  end,
-})
+-- The report's JSON starts total, remaining, pending, confirmed, released,
+-- expired (docs/commands.md); a report of another shape goes the slow way.
+local HEAD = '^{"total":%d+,"remaining":(%d+),"pending":(%d+),"confirmed":(%d+),"released":%d+,"expired":(%d+),'
+local function fields(json)
+  local remaining, pending, confirmed, expired = match(json, HEAD)
+  if remaining then
+    return remaining, pending, confirmed, expired
+  end
+  return match(json, '"remaining":(%d+)'), match(json, '"pending":(%d+)'),
+    match(json, '"confirmed":(%d+)'), match(json, '"expired":(%d+)')
+end
 
-local function sale_metrics(key)
-  local report = redis.call('SECKILL.INFO', key)
-  if type(report) ~= 'table' then
-    return
-  end
-  for i = 1, #report - 1, 2 do
-    local field, value = report[i], report[i + 1]
-    if type(value) == 'number' then
-      put(sale_names[field] .. key, value)
-    elseif type(value) == 'table' and value.ok then
-      -- status replies: invariant's ok, fence's clear or fenced
-      if field == 'invariant' then
-        put('seckill_sale_invariant_ok;sale=' .. key, value.ok == 'ok' and 1 or 0)
-      elseif field == 'fence' then
-        put('seckill_sale_fenced;sale=' .. key, value.ok == 'fenced' and 1 or 0)
-      end
-    end
-  end
-  local label = ';sale=' .. key
-  local groups = redis.pcall('XINFO', 'GROUPS', key .. STREAM_SUFFIX)
+local function stream_metrics(label, stream)
+  local groups = redis.pcall('XINFO', 'GROUPS', stream)
   if type(groups) ~= 'table' or groups.err then
     return
   end
@@ -73,26 +68,48 @@ local function sale_metrics(key)
       info[g[i]] = g[i + 1]
     end
     local glabel = label .. ';group=' .. tostring(info['name'])
-    put('seckill_stream_pending' .. glabel, info['pending'] or 0)
-    put('seckill_stream_consumers' .. glabel, info['consumers'] or 0)
+    out[n + 1], out[n + 2], n = 'seckill_stream_pending' .. glabel, tostring(info['pending'] or 0), n + 2
     -- lag (Redis 7.0+) is nil when the server cannot tell (entries deleted).
     if type(info['lag']) == 'number' then
-      put('seckill_stream_lag' .. glabel, info['lag'])
+      out[n + 1], out[n + 2], n = 'seckill_stream_lag' .. glabel, tostring(info['lag']), n + 2
     end
   end
 end
 
-local cursor, sales = '0', 0
+local cursor, sales, broken, fenced = '0', 0, 0, 0
 for _ = 1, MAX_PAGES do
-  local page = redis.call('SECKILL.SALES', cursor, 'COUNT', 1000)
+  local page = call('SECKILL.SALES', cursor, 'COUNT', 1000)
   for _, key in ipairs(page[2]) do
-    sale_metrics(key)
-    sales = sales + 1
+    local json = call('SECKILL.INFO', key, 'FORMAT', 'JSON')
+    if type(json) == 'string' then -- nil: deleted since the page was read
+      local remaining, pending, confirmed, expired = fields(json)
+      if remaining then
+        out[n + 1], out[n + 2] = 'seckill_sale_remaining;sale=' .. key, remaining
+        out[n + 3], out[n + 4] = 'seckill_sale_pending;sale=' .. key, pending
+        out[n + 5], out[n + 6] = 'seckill_sale_confirmed;sale=' .. key, confirmed
+        out[n + 7], out[n + 8] = 'seckill_sale_expired;sale=' .. key, expired
+        n = n + 8
+      end
+      if not find(json, '"invariant":"ok"', 1, true) then
+        out[n + 1], out[n + 2], n = 'seckill_sale_invariant_ok;sale=' .. key, '0', n + 2
+        broken = broken + 1
+      end
+      if find(json, '"fence":"fenced"', 1, true) then
+        out[n + 1], out[n + 2], n = 'seckill_sale_fenced;sale=' .. key, '1', n + 2
+        fenced = fenced + 1
+      end
+      if STREAM_SUFFIX then
+        stream_metrics(';sale=' .. key, key .. STREAM_SUFFIX)
+      end
+      sales = sales + 1
+    end
   end
   cursor = page[1]
   if cursor == '0' then
     break
   end
 end
-put('seckill_exporter_sales', sales)
+out[n + 1], out[n + 2] = 'seckill_exporter_sales', tostring(sales)
+out[n + 3], out[n + 4] = 'seckill_exporter_invariant_broken', tostring(broken)
+out[n + 5], out[n + 6] = 'seckill_exporter_fenced', tostring(fenced)
 return out

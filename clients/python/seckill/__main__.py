@@ -1,4 +1,4 @@
-"""python -m seckill init|worker|pay|reconcile|rebuild|demo|functions|verify-draw
+"""python -m seckill init|worker|pay|reconcile|rebuild|metrics|demo|functions|verify-draw
 
 Connections: --redis URL (default $SECKILL_REDIS or redis://127.0.0.1:7379/0,
 the port of `make run`;
@@ -97,6 +97,9 @@ def cmd_worker(a: argparse.Namespace) -> int:
                faults=Faults.from_env(), durability=_durability(a))
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: w.stop())
+    if a.metrics_port is not None:
+        from .pipeline.metrics import WorkerCollector, serve
+        serve([WorkerCollector(w)], a.metrics_port, a.metrics_addr)
     logging.getLogger('seckill.worker').info('worker %s on %s', w.consumer,
                                              ', '.join(s.key for s in sales))
     until = time.monotonic() + a.seconds if a.seconds else None
@@ -139,6 +142,24 @@ def cmd_reconcile(a: argparse.Namespace) -> int:
         time.sleep(a.every)
 
 
+def cmd_metrics(a: argparse.Namespace) -> int:
+    """Serves the ledger's metrics (and, unless --no-redis, drift and stream
+    backlog) until SIGTERM or Ctrl-C."""
+    import threading
+    from .pipeline.metrics import LedgerCollector, serve
+    from .pipeline.store import open_store
+    r = None if a.no_redis else _redis(a.redis)
+    server = serve([LedgerCollector(open_store(a.db), r, group=a.group)], a.port, a.addr)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    print('metrics on http://%s:%d/metrics' % (a.addr, a.port), flush=True)
+    done.wait(a.seconds)
+    if server is not None:
+        server.shutdown()
+    return 0
+
+
 PAY_EXIT = {'PAID': 0, 'REFUND': 1, 'RETRY': 3}
 
 
@@ -175,7 +196,8 @@ def cmd_demo(a: argparse.Namespace) -> int:
     cfg = DemoConfig(db=a.db_kind, buyers=a.buyers, stock=a.stock, hold_ms=a.hold_ms,
                      duration_s=a.duration, workers=a.workers, out=a.out, seed=a.seed,
                      progress=not a.no_progress,
-                     redis=a.demo_redis or (a.redis if a.sentinel else None))
+                     redis=a.demo_redis or (a.redis if a.sentinel else None),
+                     worker_metrics_ports=tuple(a.worker_metrics_port or ()))
     return run_demo(cfg)
 
 
@@ -236,7 +258,22 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--claim-idle-ms', type=int, default=5000,
                    help="claim other consumers' entries pending longer than this (XAUTOCLAIM)")
     s.add_argument('--seconds', type=float, help='stop after this long (default: until SIGTERM)')
+    s.add_argument('--metrics-port', type=int, metavar='PORT',
+                   help="serve the worker's metrics on http://ADDR:PORT/metrics (needs the "
+                   "'metrics' extra, prometheus_client; docs/monitoring.md)")
+    s.add_argument('--metrics-addr', default='127.0.0.1', metavar='ADDR',
+                   help='the address --metrics-port listens on (default: %(default)s)')
     s.set_defaults(func=cmd_worker)
+
+    s = sub.add_parser('metrics', help="serve the ledger's metrics for Prometheus: orders by "
+                       'state, units left per sale (below 0: oversold), orders created, drift '
+                       'against Redis and stream backlog (docs/monitoring.md)')
+    s.add_argument('--port', type=int, required=True)
+    s.add_argument('--addr', default='127.0.0.1', help='listen address (default: %(default)s)')
+    s.add_argument('--group', default='orders', help="the workers' consumer group (default: %(default)s)")
+    s.add_argument('--no-redis', action='store_true', help='the ledger only: no drift, no backlog')
+    s.add_argument('--seconds', type=float, help='stop after this long (default: until SIGTERM)')
+    s.set_defaults(func=cmd_metrics)
 
     for name, func, text in (('reconcile', cmd_reconcile, 'compare the sale with the order database'),
                              ('rebuild', cmd_rebuild, 'recreate a lost sale from the database')):
@@ -263,6 +300,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--redis', dest='demo_redis', metavar='URL',
                    help='run against this deployment (redis:// or redis+sentinel://; the global '
                    '--sentinel/--service too) instead of a throwaway redis-server')
+    s.add_argument('--worker-metrics-port', type=int, action='append', metavar='PORT',
+                   help="worker i serves its metrics on the i-th of these (repeatable; make monitor)")
     s.set_defaults(func=cmd_demo)
 
     s = sub.add_parser('functions', help='the Redis Functions library (functions/seckill.lua): '

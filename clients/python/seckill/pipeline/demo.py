@@ -90,14 +90,22 @@ class Scheduler:
             t.join(5)
 
 
-def _spawn_worker(redis_url: str, db_url: str, name: str, log_path: str) -> subprocess.Popen:
+def _spawn_worker(redis_url: str, db_url: str, name: str, log_path: str,
+                  metrics_port: Optional[int] = None) -> subprocess.Popen:
     cmd = [sys.executable, '-m', 'seckill', '--redis', redis_url, '--db', db_url, 'worker',
            '--sale', SALE_KEY, '--consumer', name, '--claim-idle-ms', '2000', '--block-ms', '200']
+    if metrics_port is not None:
+        cmd += ['--metrics-port', str(metrics_port)]
     logf = open(log_path, 'ab')
     try:
         return subprocess.Popen(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
     finally:
         logf.close()
+
+
+def _metrics_port(cfg: DemoConfig, worker: int) -> Optional[int]:
+    ports = cfg.worker_metrics_ports
+    return ports[worker - 1] if worker <= len(ports) else None
 
 
 def run_demo(cfg: DemoConfig) -> int:
@@ -156,7 +164,8 @@ def run_demo(cfg: DemoConfig) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.remove(wlog)
         for i in range(1, cfg.workers + 1):
-            workers['w%d' % i] = _spawn_worker(redis_url, db_url, 'w%d' % i, wlog)
+            workers['w%d' % i] = _spawn_worker(redis_url, db_url, 'w%d' % i, wlog,
+                                               _metrics_port(cfg, i))
 
         tally = Tally()
         t0 = time.monotonic()
@@ -304,7 +313,7 @@ def run_demo(cfg: DemoConfig) -> int:
                     chaos['restart_at'] = time.monotonic() + 3.0
             elif chaos['restart_at'] is not None and now >= chaos['restart_at'] \
                     and chaos['restart_at'] > 0:
-                workers['w1'] = _spawn_worker(redis_url, db_url, 'w1', wlog)
+                workers['w1'] = _spawn_worker(redis_url, db_url, 'w1', wlog, _metrics_port(cfg, 1))
                 chaos['restart_at'] = -1.0
                 note('worker w1 restarted')
             return chaos['restart_at'] == -1.0

@@ -27,6 +27,7 @@ class DemoConfig:
     buyer_threads: int = 16
     pay_threads: int = 4
     redis: Optional[str] = None  # a deployment's URL (redis+sentinel:// too); None: start one
+    worker_metrics_ports: Tuple[int, ...] = ()  # worker i serves its metrics on the i-th (make monitor)
 
 
 @dataclass
