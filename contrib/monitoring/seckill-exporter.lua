@@ -13,12 +13,11 @@
 --   seckill_exporter_fenced            the sales that are fenced
 --
 -- What a scrape costs (docs/monitoring.md): the script blocks the server
--- while it runs, so it does one call per sale (SECKILL.INFO ... FORMAT
--- JSON: a string, cheaper to hand to Lua than the report as a table), takes
--- the numbers out of the JSON as strings (no tostring), and sends 4 series
--- per sale, plus one only for a sale in trouble. total is remaining +
--- pending + confirmed while the invariant holds; released, buyers and
--- reservations are not sent.
+-- while it runs, so it reads every sale's numbers with the listing itself
+-- (SECKILL.SALES ... WITHCOUNTS: six integers after each name, one call per
+-- 1,000 sales) and sends 4 series per sale, plus one only for a sale in
+-- trouble. total is remaining + pending + confirmed while the invariant
+-- holds; released, buyers and reservations are in SECKILL.INFO only.
 --
 -- Stream backlog: a sale's report does not name its stream, so the script
 -- cannot find it; the pipeline's endpoint (seckill.pipeline.metrics) exports
@@ -27,14 +26,15 @@
 -- script read <sale><suffix> too: XINFO GROUPS costs about 7 us per sale more.
 --
 -- The sales come from SECKILL.SALES (the module's own list), never from a
--- SCAN: the cost grows with the sales, not with the keys. Outside a cluster
--- only: EVAL declares no keys, so on a cluster node the sales' keys would be
--- undeclared keys of other slots.
+-- SCAN: the cost grows with the sales, not with the keys. The script opens
+-- no key (SALES and INFO are keyless), so it runs on a cluster node too, as
+-- every node lists its own sales; STREAM_SUFFIX reads keys it does not
+-- declare, so set it outside a cluster only.
 
 local STREAM_SUFFIX = nil
 local MAX_PAGES = 100 -- 100,000 sales at the most
 
-local call, find, match, gmatch = redis.call, string.find, string.match, string.gmatch
+local call, gmatch = redis.call, string.gmatch
 
 -- The reply, filled in place: (name, value) pairs, both strings (redis_exporter
 -- 1.45 reads the reply as strings: an integer in it fails the whole scrape).
@@ -43,18 +43,6 @@ local out, n = {}, 0
 -- INFO seckill: "seckill_name:value" lines.
 for name, value in gmatch(call('INFO', 'seckill'), 'seckill_([%w_]+):(%-?%d+)') do
   out[n + 1], out[n + 2], n = 'seckill_' .. name, value, n + 2
-end
-
--- The report's JSON starts total, remaining, pending, confirmed, released,
--- expired (docs/commands.md); a report of another shape goes the slow way.
-local HEAD = '^{"total":%d+,"remaining":(%d+),"pending":(%d+),"confirmed":(%d+),"released":%d+,"expired":(%d+),'
-local function fields(json)
-  local remaining, pending, confirmed, expired = match(json, HEAD)
-  if remaining then
-    return remaining, pending, confirmed, expired
-  end
-  return match(json, '"remaining":(%d+)'), match(json, '"pending":(%d+)'),
-    match(json, '"confirmed":(%d+)'), match(json, '"expired":(%d+)')
 end
 
 local function stream_metrics(label, stream)
@@ -78,31 +66,28 @@ end
 
 local cursor, sales, broken, fenced = '0', 0, 0, 0
 for _ = 1, MAX_PAGES do
-  local page = call('SECKILL.SALES', cursor, 'COUNT', 1000)
-  for _, key in ipairs(page[2]) do
-    local json = call('SECKILL.INFO', key, 'FORMAT', 'JSON')
-    if type(json) == 'string' then -- nil: deleted since the page was read
-      local remaining, pending, confirmed, expired = fields(json)
-      if remaining then
-        out[n + 1], out[n + 2] = 'seckill_sale_remaining;sale=' .. key, remaining
-        out[n + 3], out[n + 4] = 'seckill_sale_pending;sale=' .. key, pending
-        out[n + 5], out[n + 6] = 'seckill_sale_confirmed;sale=' .. key, confirmed
-        out[n + 7], out[n + 8] = 'seckill_sale_expired;sale=' .. key, expired
-        n = n + 8
-      end
-      if not find(json, '"invariant":"ok"', 1, true) then
-        out[n + 1], out[n + 2], n = 'seckill_sale_invariant_ok;sale=' .. key, '0', n + 2
-        broken = broken + 1
-      end
-      if find(json, '"fence":"fenced"', 1, true) then
-        out[n + 1], out[n + 2], n = 'seckill_sale_fenced;sale=' .. key, '1', n + 2
-        fenced = fenced + 1
-      end
-      if STREAM_SUFFIX then
-        stream_metrics(';sale=' .. key, key .. STREAM_SUFFIX)
-      end
-      sales = sales + 1
+  local page = call('SECKILL.SALES', cursor, 'COUNT', 1000, 'WITHCOUNTS')
+  local flat = page[2]
+  -- key, remaining, pending, confirmed, expired, invariant (1 ok), fenced (1)
+  for i = 1, #flat, 7 do
+    local key = flat[i]
+    out[n + 1], out[n + 2] = 'seckill_sale_remaining;sale=' .. key, tostring(flat[i + 1])
+    out[n + 3], out[n + 4] = 'seckill_sale_pending;sale=' .. key, tostring(flat[i + 2])
+    out[n + 5], out[n + 6] = 'seckill_sale_confirmed;sale=' .. key, tostring(flat[i + 3])
+    out[n + 7], out[n + 8] = 'seckill_sale_expired;sale=' .. key, tostring(flat[i + 4])
+    n = n + 8
+    if flat[i + 5] == 0 then
+      out[n + 1], out[n + 2], n = 'seckill_sale_invariant_ok;sale=' .. key, '0', n + 2
+      broken = broken + 1
     end
+    if flat[i + 6] == 1 then
+      out[n + 1], out[n + 2], n = 'seckill_sale_fenced;sale=' .. key, '1', n + 2
+      fenced = fenced + 1
+    end
+    if STREAM_SUFFIX then
+      stream_metrics(';sale=' .. key, key .. STREAM_SUFFIX)
+    end
+    sales = sales + 1
   end
   cursor = page[1]
   if cursor == '0' then

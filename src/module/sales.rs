@@ -21,7 +21,7 @@ use redis_module::Context;
 
 use crate::module::datatype::SALE_TYPE;
 use crate::module::rawapi::{self, AsyncLoad};
-use crate::rules::catalog::{Catalog, Page};
+use crate::rules::catalog::Catalog;
 use crate::rules::sale::Sale;
 
 struct Catalogs {
@@ -88,14 +88,28 @@ pub fn forget(gone: impl Fn(&[u8]) -> bool) {
     lock().live.forget(gone);
 }
 
-/// A page of the selected database's sales from `from` on: the names that
-/// hold a sale, and where the next page starts. The names are copied out
-/// before any key is opened (opening one may expire it, and the unlink
-/// callback takes the lock); a name that holds no sale is dropped.
-pub fn page(ctx: &Context, from: Option<&[u8]>, count: usize) -> Page {
+/// A page of sales: each name with what the caller made of its sale, and
+/// the name the next page starts at (`None`: the last page).
+pub type Listed<T> = (Vec<(Box<[u8]>, T)>, Option<Box<[u8]>>);
+
+/// A page of the selected database's sales from `from` on: each name that
+/// holds a sale with what `each` makes of it, and where the next page
+/// starts. The names are copied out before any key is opened (opening one
+/// may expire it, and the unlink callback takes the lock); a name that
+/// holds no sale is dropped. Keys are opened without touching LRU/LFU or
+/// the hit counters.
+pub fn page<T>(ctx: &Context, from: Option<&[u8]>, count: usize, mut each: impl FnMut(&Sale) -> T) -> Listed<T> {
     let db = rawapi::selected_db(ctx);
     let (names, next) = lock().live.page(db, from, count);
-    let (sales, stale): (Vec<_>, Vec<_>) = names.into_iter().partition(|name| holds_sale(ctx, name));
+    let mut sales = Vec::with_capacity(names.len());
+    let mut stale = Vec::new();
+    for name in names {
+        let key = ctx.open_key_with_flags(&rawapi::key_name(ctx, &name), KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
+        match key.get_value::<Sale>(&SALE_TYPE) {
+            Ok(Some(sale)) => sales.push((name, each(sale))),
+            _ => stale.push(name),
+        }
+    }
     if !stale.is_empty() {
         let mut guard = lock();
         for name in &stale {
@@ -103,12 +117,4 @@ pub fn page(ctx: &Context, from: Option<&[u8]>, count: usize) -> Page {
         }
     }
     (sales, next)
-}
-
-/// Whether `name` holds a sale, looked up without touching LRU/LFU or the
-/// hit counters.
-fn holds_sale(ctx: &Context, name: &[u8]) -> bool {
-    let name = rawapi::key_name(ctx, name);
-    let key = ctx.open_key_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
-    matches!(key.get_value::<Sale>(&SALE_TYPE), Ok(Some(_)))
 }

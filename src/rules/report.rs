@@ -86,6 +86,39 @@ impl Report {
     }
 }
 
+/// What `SECKILL.SALES ... WITHCOUNTS` gives for each sale: the numbers a
+/// monitoring scrape reads, without building the whole report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub remaining: u64,
+    pub pending: u64,
+    pub confirmed: u64,
+    pub expired: u64,
+    pub invariant_ok: bool,
+    /// A FENCE sale that is fenced (false for every other sale).
+    pub fenced: bool,
+}
+
+impl Counts {
+    pub fn of(sale: &Sale, current: impl FnOnce() -> ReplId) -> Counts {
+        let t = sale.tally();
+        Counts {
+            remaining: sale.remaining(),
+            pending: t.pending,
+            confirmed: t.confirmed,
+            expired: t.expired,
+            invariant_ok: sale.invariant_holds(),
+            fenced: sale.fenced(current),
+        }
+    }
+
+    /// In the reply's order (docs/commands.md): remaining, pending,
+    /// confirmed, expired, invariant (1 ok, 0 broken), fenced (1 or 0).
+    pub fn values(&self) -> [u64; 6] {
+        [self.remaining, self.pending, self.confirmed, self.expired, u64::from(self.invariant_ok), u64::from(self.fenced)]
+    }
+}
+
 /// One field's value in a reply document: the same tree becomes the RESP
 /// reply (a map, or field/value pairs under RESP2) and, with `FORMAT JSON`,
 /// one JSON string, so the two forms cannot drift apart.

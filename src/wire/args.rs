@@ -302,17 +302,36 @@ pub fn parse_entrants(args: &[&[u8]]) -> ArgResult<(u64, usize)> {
 pub const MAX_SALES_COUNT: u64 = 1000;
 pub const DEFAULT_SALES_COUNT: u64 = 100;
 
-/// `SECKILL.SALES cursor [COUNT n]`; `args` starts at the cursor: `0` (the
-/// first page) or a cursor SALES returned, `>` and the name its next page
-/// starts at. Returns that name (`None`: the first page) and the count.
-pub fn parse_sales<'a>(args: &[&'a [u8]]) -> ArgResult<(Option<&'a [u8]>, usize)> {
+/// `SECKILL.SALES cursor [COUNT n] [WITHCOUNTS]`, parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SalesArgs<'a> {
+    /// The name the page starts at (`None`: the first page).
+    pub from: Option<&'a [u8]>,
+    pub count: usize,
+    /// Each name followed by the sale's counts (`rules::report::Counts`).
+    pub with_counts: bool,
+}
+
+/// `SECKILL.SALES cursor [COUNT n] [WITHCOUNTS]`; `args` starts at the
+/// cursor: `0` (the first page) or a cursor SALES returned, `>` and the
+/// name its next page starts at.
+pub fn parse_sales<'a>(args: &[&'a [u8]]) -> ArgResult<SalesArgs<'a>> {
     let (cursor, rest) = args.split_first().ok_or(ArgError::Arity)?;
     let from = match cursor {
         [b'0'] => None,
         [b'>', name @ ..] if !name.is_empty() => Some(name),
         _ => return Err(ArgError::Msg("ERR cursor must be 0 or a cursor SECKILL.SALES returned".into())),
     };
-    Ok((from, parse_count(rest, MAX_SALES_COUNT, DEFAULT_SALES_COUNT)?))
+    let mut a = SalesArgs { from, count: DEFAULT_SALES_COUNT as usize, with_counts: false };
+    let mut o = Options::new(rest);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("COUNT") => a.count = o.number("COUNT", 1, MAX_SALES_COUNT)? as usize,
+            Some("WITHCOUNTS") => a.with_counts = true,
+            _ => return unknown_option(word),
+        }
+    }
+    Ok(a)
 }
 
 /// `SECKILL.RELEASE|CONFIRM|GET key reservation-id`.
@@ -585,12 +604,15 @@ mod tests {
 
     #[test]
     fn sales_cursor_and_count() {
-        assert_eq!(parse_sales(&[b"0"]), Ok((None, DEFAULT_SALES_COUNT as usize)));
-        assert_eq!(parse_sales(&[b">a\0b", b"count", b"1000"]), Ok((Some(&b"a\0b"[..]), 1000)));
+        let page = |from, count, with_counts| Ok(SalesArgs { from, count, with_counts });
+        assert_eq!(parse_sales(&[b"0"]), page(None, DEFAULT_SALES_COUNT as usize, false));
+        assert_eq!(parse_sales(&[b">a\0b", b"count", b"1000"]), page(Some(&b"a\0b"[..]), 1000, false));
+        assert_eq!(parse_sales(&[b"0", b"withcounts", b"COUNT", b"5"]), page(None, 5, true));
         for bad in [&b"1"[..], b">", b"", b"00", b"a"] {
             assert!(msg(parse_sales(&[bad])).contains("cursor"), "{bad:?}");
         }
         assert!(msg(parse_sales(&[b"0", b"COUNT", b"1001"])).contains("COUNT"));
+        assert!(msg(parse_sales(&[b"0", b"WITHSCORES"])).contains("WITHSCORES"));
         assert_eq!(parse_sales(&[]), Err(ArgError::Arity));
     }
 }

@@ -24,7 +24,7 @@ use crate::module::stream::StreamKey;
 use crate::rules::effect::Effect;
 use crate::rules::fence::UnfenceOutcome;
 use crate::rules::reconcile::reconcile_orders;
-use crate::rules::report::Report;
+use crate::rules::report::{Counts, Report};
 use crate::rules::reservation::State;
 use crate::rules::sale::{ConfirmOutcome, Refusal, ReleaseOutcome, Sale, SaleConfig};
 use crate::wire::args;
@@ -140,20 +140,26 @@ fn unfence(ctx: &Context, call: &Call) -> RedisResult {
     Reply::Simple(outcome.word()).done(ctx)
 }
 
-/// SECKILL.SALES cursor [COUNT n] -> [next_cursor, [key, ...]]: the
-/// selected database's sales in byte order, from the list the module keeps
-/// (`sales`), never a scan of the keyspace; read-only and keyless. The
-/// next cursor is `0` at the end, else `>` and the name the next page
-/// starts at.
+/// SECKILL.SALES cursor [COUNT n] [WITHCOUNTS] -> [next_cursor, [key, ...]]:
+/// the selected database's sales in byte order, from the list the module
+/// keeps (`sales`), never a scan of the keyspace; read-only and keyless.
+/// The next cursor is `0` at the end, else `>` and the name the next page
+/// starts at. WITHCOUNTS puts each sale's six counts after its name.
 fn sales(ctx: &Context, call: &Call) -> RedisResult {
-    let (from, count) = args::parse_sales(&call.argv[1..])?;
-    let (names, next) = crate::module::sales::page(ctx, from, count);
+    let a = args::parse_sales(&call.argv[1..])?;
+    let (sales, next) = crate::module::sales::page(ctx, a.from, a.count, |sale| a.with_counts.then(|| Counts::of(sale, node::replid)));
     let cursor = match next {
         Some(name) => [&b">"[..], &name].concat(),
         None => b"0".to_vec(),
     };
-    let names = names.into_iter().map(|n| Reply::Bulk(n.into_vec())).collect();
-    Reply::Array(vec![Reply::Bulk(cursor), Reply::Array(names)]).done(ctx)
+    let mut items = Vec::with_capacity(sales.len() * if a.with_counts { 7 } else { 1 });
+    for (name, counts) in sales {
+        items.push(Reply::Bulk(name.into_vec()));
+        if let Some(c) = counts {
+            items.extend(c.values().into_iter().map(Reply::Int));
+        }
+    }
+    Reply::Array(vec![Reply::Bulk(cursor), Reply::Array(items)]).done(ctx)
 }
 
 /// SECKILL.INIT key total [options...]
