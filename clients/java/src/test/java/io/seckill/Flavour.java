@@ -119,6 +119,12 @@ enum Flavour {
 
         UnfenceStatus unfence();
 
+        Entered enter(String user, long qty, String reqid);
+
+        Drawn draw(int count);
+
+        EntrantsPage entrants(String cursor, int count);
+
         ReconcileResult reconcile(Iterable<Order> orders, boolean apply, boolean expire, int chunk);
 
         record Sync(Sale s) implements Api {
@@ -129,6 +135,9 @@ enum Flavour {
             public Report info() { return s.info(); }
             public Reservation get(String rid) { return s.get(rid); }
             public UnfenceStatus unfence() { return s.unfence(); }
+            public Entered enter(String user, long qty, String reqid) { return s.enter(user, qty, reqid); }
+            public Drawn draw(int count) { return s.draw(count); }
+            public EntrantsPage entrants(String cursor, int count) { return s.entrants(cursor, count); }
             public ReconcileResult reconcile(Iterable<Order> o, boolean apply, boolean expire, int chunk) {
                 return s.reconcile(o, apply, expire, chunk);
             }
@@ -153,6 +162,9 @@ enum Flavour {
             public Report info() { return await(s.info()); }
             public Reservation get(String rid) { return await(s.get(rid)); }
             public UnfenceStatus unfence() { return await(s.unfence()); }
+            public Entered enter(String user, long qty, String reqid) { return await(s.enter(user, qty, reqid)); }
+            public Drawn draw(int count) { return await(s.draw(count)); }
+            public EntrantsPage entrants(String cursor, int count) { return await(s.entrants(cursor, count)); }
             public ReconcileResult reconcile(Iterable<Order> o, boolean apply, boolean expire, int chunk) {
                 return await(s.reconcile(o, apply, expire, chunk));
             }
