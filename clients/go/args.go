@@ -12,6 +12,16 @@ const MaxIDBytes = 256
 // MaxChunk is the most order rows one RECONCILE call takes.
 const MaxChunk = 1000
 
+// MaxBeaconName and MaxBeaconValue bound a draw sale's beacon: INIT's
+// BEACON name (1 to 256 bytes) and DRAW's BEACON value (1 to 1024 bytes).
+const (
+	MaxBeaconName  = 256
+	MaxBeaconValue = 1024
+)
+
+// MaxDrawCount bounds DRAW's and ENTRANTS' COUNT (1 to 1000).
+const MaxDrawCount = 1000
+
 // InitOptions are INIT's options; a zero field is not sent (the server's
 // default applies). Range checks stay with the server, which names the
 // bad argument in its error.
@@ -26,8 +36,12 @@ type InitOptions struct {
 	MaxLen     int64  // with Stream
 	Split      *Split // a key of a split sale (docs/cluster.md)
 	Draw       bool   // a draw sale: EndMs is required
-	Fence      bool   // refuse to sell after a failover until UNFENCE
-	Replace    bool   // start a new round over an existing sale
+	// Beacon: a draw sale's declared beacon (INIT's DRAW BEACON name, 1 to
+	// MaxBeaconName bytes), the public value its first DRAW must take
+	// (Sale.DrawBeacon); "" declares none. Only with Draw.
+	Beacon  string
+	Fence   bool // refuse to sell after a failover until UNFENCE
+	Replace bool // start a new round over an existing sale
 }
 
 // Split is INIT's SPLIT round n peer ...: the round and the declared peers.
@@ -62,6 +76,12 @@ func initArgs(key string, total int64, o InitOptions) ([]interface{}, error) {
 	if o.Draw && o.EndMs == 0 {
 		return nil, fmt.Errorf("seckill: a draw sale needs EndMs, the end of registration")
 	}
+	if o.Beacon != "" && !o.Draw {
+		return nil, fmt.Errorf("seckill: a Beacon needs a draw sale (Draw)")
+	}
+	if len(o.Beacon) > MaxBeaconName {
+		return nil, fmt.Errorf("seckill: BEACON name must be 1 to %d bytes, got %d", MaxBeaconName, len(o.Beacon))
+	}
 	if o.MaxLen != 0 && o.Stream == "" {
 		return nil, fmt.Errorf("seckill: MaxLen needs a Stream")
 	}
@@ -87,13 +107,35 @@ func initArgs(key string, total int64, o InitOptions) ([]interface{}, error) {
 			args = append(args, p)
 		}
 	}
+	if o.Draw {
+		args = append(args, "DRAW")
+		if o.Beacon != "" {
+			args = append(args, "BEACON", o.Beacon)
+		}
+	}
 	for _, flag := range []struct {
 		name string
 		on   bool
-	}{{"DRAW", o.Draw}, {"FENCE", o.Fence}, {"REPLACE", o.Replace}} {
+	}{{"FENCE", o.Fence}, {"REPLACE", o.Replace}} {
 		if flag.on {
 			args = append(args, flag.name)
 		}
+	}
+	return args, nil
+}
+
+// drawArgs: SECKILL.DRAW key COUNT n [BEACON value]; beacon "" sends no
+// BEACON.
+func drawArgs(key string, count int, beacon string) ([]interface{}, error) {
+	if count < 1 || count > MaxDrawCount {
+		return nil, fmt.Errorf("seckill: DRAW COUNT must be 1..%d, got %d", MaxDrawCount, count)
+	}
+	args := []interface{}{"SECKILL.DRAW", key, "COUNT", strconv.Itoa(count)}
+	if beacon != "" {
+		if len(beacon) > MaxBeaconValue {
+			return nil, fmt.Errorf("seckill: BEACON value must be 1 to %d bytes, got %d", MaxBeaconValue, len(beacon))
+		}
+		args = append(args, "BEACON", beacon)
 	}
 	return args, nil
 }

@@ -29,6 +29,54 @@ func TestInitArgs(t *testing.T) {
 	}
 }
 
+// BEACON's encoding only: the servers of this tree do not take it yet.
+func TestBeaconArgs(t *testing.T) {
+	got, err := initArgs("k", 2, InitOptions{EndMs: 9, Draw: true, Beacon: "drand quicknet round 1234567", Fence: true})
+	want := []interface{}{"SECKILL.INIT", "k", "2", "END", "9", "DRAW", "BEACON", "drand quicknet round 1234567", "FENCE"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("INIT ... DRAW BEACON name: %v %v", got, err)
+	}
+	if _, err := initArgs("k", 2, InitOptions{EndMs: 9, Draw: true, Beacon: strings.Repeat("n", MaxBeaconName)}); err != nil {
+		t.Fatalf("a %d-byte name refused: %v", MaxBeaconName, err)
+	}
+	for _, bad := range []InitOptions{{EndMs: 9, Beacon: "b"}, {EndMs: 9, Draw: true, Beacon: strings.Repeat("n", MaxBeaconName+1)}} {
+		if _, err := initArgs("k", 2, bad); err == nil {
+			t.Fatalf("a beacon of %d bytes, Draw %v: accepted", len(bad.Beacon), bad.Draw)
+		}
+	}
+
+	for _, c := range []struct {
+		count  int
+		beacon string
+		want   []interface{}
+	}{
+		{10, "", []interface{}{"SECKILL.DRAW", "k", "COUNT", "10"}},
+		{1000, "round 1234567: 8f3e...", []interface{}{"SECKILL.DRAW", "k", "COUNT", "1000", "BEACON", "round 1234567: 8f3e..."}},
+		{1, "\x00binary\xff", []interface{}{"SECKILL.DRAW", "k", "COUNT", "1", "BEACON", "\x00binary\xff"}},
+	} {
+		got, err := drawArgs("k", c.count, c.beacon)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("DRAW %d %q: %v %v", c.count, c.beacon, got, err)
+		}
+		// through the library: FCALL seckill_draw 1 k COUNT n [BEACON value]
+		if f := toFunctions(got); !reflect.DeepEqual(f[:4], []interface{}{"FCALL", "seckill_draw", "1", "k"}) ||
+			!reflect.DeepEqual(f[4:], c.want[2:]) {
+			t.Fatalf("as FCALL: %v", f)
+		}
+	}
+	if _, err := drawArgs("k", 1, strings.Repeat("v", MaxBeaconValue)); err != nil {
+		t.Fatalf("a %d-byte value refused: %v", MaxBeaconValue, err)
+	}
+	for _, c := range []struct {
+		count  int
+		beacon string
+	}{{0, ""}, {1001, ""}, {1, strings.Repeat("v", MaxBeaconValue+1)}} {
+		if _, err := drawArgs("k", c.count, c.beacon); err == nil {
+			t.Fatalf("DRAW COUNT %d with a %d-byte beacon accepted", c.count, len(c.beacon))
+		}
+	}
+}
+
 func TestUserArgs(t *testing.T) {
 	got, _ := userArgs("SECKILL.RESERVE", "k", "u1", 3, "o1")
 	if !reflect.DeepEqual(got, []interface{}{"SECKILL.RESERVE", "k", "u1", "QTY", "3", "REQID", "o1"}) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -12,8 +14,8 @@ import (
 type Backend string
 
 const (
-	// BackendAuto: detect it at the first call (MODULE LIST, then FUNCTION
-	// LIST LIBRARYNAME seckill and FCALL_RO seckill_version 0).
+	// BackendAuto: detect it at the first call (Detect: SECKILL.INFO
+	// without a key, then FCALL_RO seckill_version 0).
 	BackendAuto Backend = ""
 	// BackendModule: the module's commands, SECKILL.X key ...
 	BackendModule Backend = "module"
@@ -26,68 +28,112 @@ const (
 const LibraryName = "seckill"
 
 // ErrNoBackend: neither the module nor the library is on the server.
-var ErrNoBackend = errors.New("seckill: neither the seckill module (MODULE LIST) nor the seckill " +
-	"Functions library (FUNCTION LIST) is on this server: load the module, or load " +
-	"functions/seckill.lua with FUNCTION LOAD (docs/managed-redis.md)")
+var ErrNoBackend = errors.New("seckill: neither the seckill module (SECKILL.INFO is an unknown command) " +
+	"nor the seckill Functions library (FCALL_RO seckill_version 0) is on this server: load the module, " +
+	"or load functions/seckill.lua with FUNCTION LOAD (docs/managed-redis.md)")
 
-// refused: the server answered with an error (unknown command, ACL, a
-// managed service refusing MODULE LIST): the answer is "no". A connection
-// error is not an answer and goes to the caller.
-func refused(err error) bool {
+// The two questions Detect asks. Neither needs MODULE LIST, FUNCTION LIST
+// or a key, which managed services and least-privilege ACL users (the
+// roles of docs/operations.md) may not run.
+var (
+	// moduleProbe: a server with the module answers its arity error
+	// (Redis checks the arity before the ACL, so any user gets it and
+	// nothing runs); a server without it answers "unknown command".
+	moduleProbe = []interface{}{"SECKILL.INFO"}
+	// versionProbe: the library's version, or "Function not found".
+	versionProbe = []interface{}{"FCALL_RO", "seckill_version", "0"}
+)
+
+// Detect asks the server which backend serves SECKILL.* (Client does it
+// once, at its first call, unless Options.Backend names one): the module
+// when SECKILL.INFO without a key is a known command, else the library
+// when FCALL_RO seckill_version 0 answers a version, else ErrNoBackend.
+// An ACL refusal (NOPERM) of either question is an error that names the
+// right to add (errors.Is(err, ErrNoPerm)); a connection error is
+// returned as it is, and nothing is remembered.
+func Detect(ctx context.Context, rdb redis.UniversalClient) (Backend, error) {
+	_, err := rdb.Do(ctx, moduleProbe...).Result()
+	if err != nil && !isReplyErr(err) {
+		return "", err
+	}
+	module, err := moduleAnswered(err)
+	if err != nil {
+		return "", err
+	}
+	if module {
+		return BackendModule, nil
+	}
+	v, err := rdb.Do(ctx, versionProbe...).Result()
+	if err != nil && !isReplyErr(err) {
+		return "", err
+	}
+	if err := libraryAnswered(v, err); err != nil {
+		return "", err
+	}
+	return BackendFunctions, nil
+}
+
+// isReplyErr: an error reply of the server (an answer), not a connection
+// error or a timeout.
+func isReplyErr(err error) bool {
 	_, ok := isReply(err)
 	return ok
 }
 
-// named: whether a MODULE LIST or FUNCTION LIST reply has an entry whose
-// field (name, library_name) is seckill.
-func named(reply interface{}, field string) bool {
-	entries, _ := reply.([]interface{})
-	for _, e := range entries {
-		ps, err := pairs(e, "LIST")
-		if err != nil {
-			continue
-		}
-		for _, p := range ps {
-			if s, _ := asString(p.value); p.name == field && s == LibraryName {
-				return true
-			}
-		}
+// moduleAnswered reads the reply to moduleProbe (err: its error reply, or
+// nil for a value): true when it comes from the module (its arity error,
+// or any value); false for "unknown command" and any other refusal (a
+// proxy's); an error for NOPERM, which only a known command gets (a server
+// that checks the ACL before the arity), naming the right to add.
+func moduleAnswered(err error) (bool, error) {
+	if err == nil {
+		return true, nil
 	}
-	return false
+	ce, ok := wrapError(err).(*CommandError)
+	if !ok {
+		return false, err
+	}
+	if ce.Code == "NOPERM" {
+		return false, fmt.Errorf("seckill: this ACL user may not run SECKILL.INFO (%w): the server knows "+
+			"the command, so the seckill module is loaded, but finding the backend needs +seckill.info: "+
+			"add it to the user (the role lines of docs/operations.md), or name the backend "+
+			"(Options.Backend = BackendModule)", ce)
+	}
+	return strings.Contains(strings.ToLower(ce.Message), "wrong number of arguments"), nil
 }
 
-// ask sends a question whose refusal means "no": (reply, answered, error).
-func ask(ctx context.Context, rdb redis.UniversalClient, args ...interface{}) (interface{}, bool, error) {
-	v, err := rdb.Do(ctx, args...).Result()
-	if err != nil && refused(err) {
-		return nil, false, nil
+// libraryAnswered reads the reply to versionProbe (v, or err its error
+// reply): nil when the library answered a version; an error naming
+// +fcall_ro for NOPERM; ErrNoBackend for any other error reply ("Function
+// not found", "unknown command" on a server older than Functions).
+func libraryAnswered(v interface{}, err error) error {
+	if err != nil {
+		ce, ok := wrapError(err).(*CommandError)
+		if !ok {
+			return err
+		}
+		if ce.Code == "NOPERM" {
+			return fmt.Errorf("seckill: the seckill module is not on this server, and this ACL user may "+
+				"not run FCALL_RO (%w): give it +fcall +fcall_ro, as the library's role lines of "+
+				"docs/operations.md do", ce)
+		}
+		return ErrNoBackend
 	}
-	return v, err == nil, err
+	s, ok := asString(v)
+	if !ok || !isVersion(s) {
+		return fmt.Errorf("seckill: FCALL_RO seckill_version 0 answered %s, not a version: load "+
+			"functions/seckill.lua again (FUNCTION LOAD REPLACE)", describe(v))
+	}
+	return nil
 }
 
-// Detect asks the server which backend serves SECKILL.* (Client does it
-// once, at its first call, unless Options.Backend names one).
-func Detect(ctx context.Context, rdb redis.UniversalClient) (Backend, error) {
-	mods, ok, err := ask(ctx, rdb, "MODULE", "LIST")
-	if err != nil {
-		return "", err
-	}
-	if ok && named(mods, "name") {
-		return BackendModule, nil
-	}
-	libs, ok, err := ask(ctx, rdb, "FUNCTION", "LIST", "LIBRARYNAME", LibraryName)
-	if err != nil {
-		return "", err
-	}
-	if !ok || !named(libs, "library_name") {
-		return "", ErrNoBackend
-	}
-	if _, ok, err := ask(ctx, rdb, "FCALL_RO", "seckill_version", "0"); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("seckill: the seckill library is loaded but does not answer " +
-				"seckill_version: load functions/seckill.lua again")
+// isVersion: dotted numbers, "1.2.0".
+func isVersion(s string) bool {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	for _, p := range parts {
+		if _, err := strconv.Atoi(p); err != nil {
+			return false
 		}
-		return "", err
 	}
-	return BackendFunctions, nil
+	return true
 }

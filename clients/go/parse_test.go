@@ -97,16 +97,3 @@ func TestReportFenceAndRequiredFields(t *testing.T) {
 		}
 	}
 }
-
-func TestNamedFindsTheModuleAndLibrary(t *testing.T) {
-	resp2 := []interface{}{[]interface{}{"name", "seckill", "ver", int64(1), "path", "/x.so", "args", []interface{}{}}}
-	resp3 := []interface{}{map[interface{}]interface{}{"name": "seckill", "ver": int64(1)}}
-	other := []interface{}{[]interface{}{"name", "search", "ver", int64(1)}}
-	if !named(resp2, "name") || !named(resp3, "name") || named(other, "name") || named(nil, "name") {
-		t.Fatal("MODULE LIST misread")
-	}
-	lib := []interface{}{map[interface{}]interface{}{"library_name": "seckill", "engine": "LUA"}}
-	if !named(lib, "library_name") || named(lib, "name") {
-		t.Fatal("FUNCTION LIST misread")
-	}
-}

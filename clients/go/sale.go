@@ -249,12 +249,23 @@ func (s *Sale) Enter(ctx context.Context, user string, o EnterOptions) (Entered,
 }
 
 // Draw is one SECKILL.DRAW of at most count (1..1000) winners; call it
-// until LeftToDraw is 0.
+// until LeftToDraw is 0. A sale that declared a beacon (InitOptions.Beacon)
+// needs DrawBeacon for its first DRAW.
 func (s *Sale) Draw(ctx context.Context, count int) (Drawn, error) {
-	if count < 1 || count > 1000 {
-		return Drawn{}, fmt.Errorf("seckill: DRAW COUNT must be 1..1000, got %d", count)
+	return s.DrawBeacon(ctx, count, "")
+}
+
+// DrawBeacon is SECKILL.DRAW key COUNT count BEACON value: the public value
+// (1 to MaxBeaconValue bytes) the sale's declared beacon took, given to the
+// first DRAW (later calls may repeat it or leave it out, "" sends no
+// BEACON). The server refuses it on a sale that declared no beacon
+// (docs/draw-sales.md).
+func (s *Sale) DrawBeacon(ctx context.Context, count int, value string) (Drawn, error) {
+	args, err := drawArgs(s.key, count, value)
+	if err != nil {
+		return Drawn{}, err
 	}
-	v, err := s.c.do(ctx, []interface{}{"SECKILL.DRAW", s.key, "COUNT", strconv.Itoa(count)})
+	v, err := s.c.do(ctx, args)
 	if err != nil {
 		return Drawn{}, err
 	}
@@ -264,8 +275,8 @@ func (s *Sale) Draw(ctx context.Context, count int) (Drawn, error) {
 // Entrants is one SECKILL.ENTRANTS page from cursor ("0" first) of at most
 // count (1..1000) entrants; the page's Cursor "0" ends the walk.
 func (s *Sale) Entrants(ctx context.Context, cursor string, count int) (EntrantsPage, error) {
-	if count < 1 || count > 1000 {
-		return EntrantsPage{}, fmt.Errorf("seckill: ENTRANTS COUNT must be 1..1000, got %d", count)
+	if count < 1 || count > MaxDrawCount {
+		return EntrantsPage{}, fmt.Errorf("seckill: ENTRANTS COUNT must be 1..%d, got %d", MaxDrawCount, count)
 	}
 	v, err := s.c.do(ctx, []interface{}{"SECKILL.ENTRANTS", s.key, cursor, "COUNT", strconv.Itoa(count)})
 	if err != nil {

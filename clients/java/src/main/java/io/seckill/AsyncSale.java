@@ -78,6 +78,26 @@ public final class AsyncSale {
         return client.runAsync(key, Op.get(rid));
     }
 
+    /** {@link Sale#enter(String, long, String)}. */
+    public CompletableFuture<Entered> enter(String user, long qty, String reqid) {
+        return client.runAsync(key, Op.enter(user, qty, reqid));
+    }
+
+    /** {@link Sale#draw(int)}. */
+    public CompletableFuture<Drawn> draw(int count) {
+        return draw(count, null);
+    }
+
+    /** {@link Sale#draw(int, String)}: with the beacon's value (null: no BEACON). */
+    public CompletableFuture<Drawn> draw(int count, String beaconValue) {
+        return client.runAsync(key, Op.draw(count, beaconValue));
+    }
+
+    /** {@link Sale#entrants(String, int)}. */
+    public CompletableFuture<EntrantsPage> entrants(String cursor, int count) {
+        return client.runAsync(key, Op.entrants(cursor, count));
+    }
+
     public CompletableFuture<UnfenceStatus> unfence() {
         return client.runAsync(key, Op.unfence());
     }

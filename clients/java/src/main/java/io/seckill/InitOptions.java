@@ -14,6 +14,7 @@ public final class InitOptions {
     private boolean replace;
     private boolean stream;
     private boolean end;
+    private String beacon;
 
     private InitOptions put(String name, Object value) {
         words.add(name);
@@ -65,6 +66,17 @@ public final class InitOptions {
         return this;
     }
 
+    /**
+     * A draw sale's declared beacon ({@code DRAW BEACON name}, 1 to 256 bytes): the name of
+     * the public randomness value the shop promises to give the first DRAW
+     * ({@link Sale#draw(int, String)}), e.g. {@code "drand quicknet round 1234567"}. Only with
+     * {@link #draw()} (docs/draw-sales.md).
+     */
+    public InitOptions beacon(String name) {
+        beacon = Protocol.checkBeacon(name, Protocol.MAX_BEACON_NAME, "BEACON name");
+        return this;
+    }
+
     /** Refuse to sell after a failover or restart until reconciled and unfenced. */
     public InitOptions fence() {
         fence = true;
@@ -82,9 +94,16 @@ public final class InitOptions {
         if (draw && !end) {
             throw new IllegalArgumentException("a draw sale needs endMs: the end of registration");
         }
+        if (beacon != null && !draw) {
+            throw new IllegalArgumentException("a beacon needs a draw sale (draw())");
+        }
         List<String> out = new ArrayList<>(words);
         if (draw) {
             out.add("DRAW");
+            if (beacon != null) {
+                out.add("BEACON");
+                out.add(beacon);
+            }
         }
         if (fence) {
             out.add("FENCE");

@@ -41,6 +41,18 @@ record Op<T>(String sub, List<String> args, Wire.Reply reply, Function<Object, T
                 r -> Protocol.parseReportJson(json(r)));
     }
 
+    static Op<Entered> enter(String user, long qty, String reqid) {
+        return new Op<>("ENTER", Protocol.enterArgs(user, qty, reqid), Wire.Reply.ARRAY, Protocol::parseEntered);
+    }
+
+    static Op<Drawn> draw(int count, String beaconValue) {
+        return new Op<>("DRAW", Protocol.drawArgs(count, beaconValue), Wire.Reply.ARRAY, Protocol::parseDrawn);
+    }
+
+    static Op<EntrantsPage> entrants(String cursor, int count) {
+        return new Op<>("ENTRANTS", Protocol.entrantsArgs(cursor, count), Wire.Reply.ARRAY, Protocol::parseEntrants);
+    }
+
     static Op<UnfenceStatus> unfence() {
         return new Op<>("UNFENCE", List.of(), Wire.Reply.STATUS, Protocol::parseUnfence);
     }

@@ -25,6 +25,12 @@ public final class Protocol {
     public static final int MAX_CHUNK = 1000;
     /** User and reservation ids are 1 to 256 bytes. */
     public static final int MAX_ID_BYTES = 256;
+    /** DRAW's and ENTRANTS' COUNT: 1 to 1000. */
+    public static final int MAX_DRAW_COUNT = 1000;
+    /** INIT's {@code DRAW BEACON name}: 1 to 256 bytes. */
+    public static final int MAX_BEACON_NAME = 256;
+    /** DRAW's {@code BEACON value}: 1 to 1024 bytes. */
+    public static final int MAX_BEACON_VALUE = 1024;
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Set<String> INT_FIELDS = Set.of("total", "remaining", "pending", "confirmed",
@@ -51,6 +57,25 @@ public final class Protocol {
         return value;
     }
 
+    /** A BEACON name or value: 1 to {@code max} bytes (UTF-8), as the server checks it. */
+    static String checkBeacon(String value, int max, String what) {
+        if (value == null) {
+            throw new IllegalArgumentException(what + " must be given");
+        }
+        int n = value.getBytes(StandardCharsets.UTF_8).length;
+        if (n < 1 || n > max) {
+            throw new IllegalArgumentException(what + " must be 1 to " + max + " bytes, got " + n);
+        }
+        return value;
+    }
+
+    private static String count(int n, String what) {
+        if (n < 1 || n > MAX_DRAW_COUNT) {
+            throw new IllegalArgumentException(what + " must be 1 to " + MAX_DRAW_COUNT + ", got " + n);
+        }
+        return Integer.toString(n);
+    }
+
     static String checkKey(String key) {
         if (key == null || key.isEmpty()) {
             throw new IllegalArgumentException("the sale key must be given");
@@ -70,6 +95,32 @@ public final class Protocol {
             a.add(checkId(reqid, "reqid"));
         }
         return a;
+    }
+
+    /** ENTER's arguments after the key: the same as RESERVE's ({@code user [QTY n] [REQID id]}). */
+    public static List<String> enterArgs(String user, long qty, String reqid) {
+        return reserveArgs(user, qty, reqid);
+    }
+
+    /**
+     * DRAW's arguments after the key: {@code COUNT n [BEACON value]}; {@code beaconValue} null
+     * sends no BEACON (draw v2: the first DRAW of a sale that declared a beacon needs it).
+     */
+    public static List<String> drawArgs(int count, String beaconValue) {
+        List<String> a = new ArrayList<>(List.of("COUNT", count(count, "DRAW COUNT")));
+        if (beaconValue != null) {
+            a.add("BEACON");
+            a.add(checkBeacon(beaconValue, MAX_BEACON_VALUE, "BEACON value"));
+        }
+        return a;
+    }
+
+    /** ENTRANTS' arguments after the key: {@code cursor COUNT n}. */
+    public static List<String> entrantsArgs(String cursor, int count) {
+        if (cursor == null || cursor.isEmpty()) {
+            throw new IllegalArgumentException("the ENTRANTS cursor must be given (\"0\" for the first page)");
+        }
+        return List.of(cursor, "COUNT", count(count, "ENTRANTS COUNT"));
     }
 
     /** RECONCILE's arguments after the key for one chunk (empty: the report alone). */
@@ -206,6 +257,39 @@ public final class Protocol {
         }
         return new Settled(st, integer(r.get(1), "remaining"));
     }
+
+    public static Entered parseEntered(Object reply) {
+        List<?> r = array(reply, 2, "SECKILL.ENTER");
+        return new Entered(status(r.get(0), EnterStatus.class, "SECKILL.ENTER"), integer(r.get(1), "entrants"));
+    }
+
+    public static Drawn parseDrawn(Object reply) {
+        List<?> r = array(reply, 3, "SECKILL.DRAW");
+        return new Drawn(integer(r.get(0), "drawn"), integer(r.get(1), "remaining"),
+                integer(r.get(2), "left_to_draw"));
+    }
+
+    /** ENTRANTS' {@code [next_cursor, [user, qty, result, ...]]}. */
+    public static EntrantsPage parseEntrants(Object reply) {
+        List<?> r = array(reply, 2, "SECKILL.ENTRANTS");
+        String cursor = text(r.get(0), "the ENTRANTS cursor");
+        if (!(r.get(1) instanceof List<?> flat) || flat.size() % 3 != 0) {
+            throw new ProtocolException("SECKILL.ENTRANTS answered a page that is not (user, qty, result) triples: "
+                    + show(r.get(1)));
+        }
+        List<Entrant> out = new ArrayList<>(flat.size() / 3);
+        for (int i = 0; i < flat.size(); i += 3) {
+            String result = text(flat.get(i + 2), "an entrant's result");
+            if (!ENTRANT_RESULTS.contains(result)) {
+                throw new ProtocolException("SECKILL.ENTRANTS answered an unknown result " + show(result));
+            }
+            out.add(new Entrant(text(flat.get(i), "an entrant's user"), integer(flat.get(i + 1), "an entrant's qty"),
+                    result));
+        }
+        return new EntrantsPage(cursor, out);
+    }
+
+    private static final Set<String> ENTRANT_RESULTS = Set.of(Entrant.ENTERED, Entrant.DRAWN, Entrant.PROMOTED);
 
     public static UnfenceStatus parseUnfence(Object reply) {
         return status(reply, UnfenceStatus.class, "SECKILL.UNFENCE");

@@ -98,6 +98,41 @@ public final class Sale {
         return client.run(key, Op.get(rid));
     }
 
+    public Entered enter(String user) {
+        return enter(user, 1, null);
+    }
+
+    /**
+     * SECKILL.ENTER: register {@code user} for {@code qty} units in a draw sale
+     * (docs/draw-sales.md). Send a REQID: a retry of it answers {@code ALREADY_ENTERED}.
+     */
+    public Entered enter(String user, long qty, String reqid) {
+        return client.run(key, Op.enter(user, qty, reqid));
+    }
+
+    /** SECKILL.DRAW of at most {@code count} (1 to 1000) winners; call it until {@link Drawn#done()}. */
+    public Drawn draw(int count) {
+        return draw(count, null);
+    }
+
+    /**
+     * SECKILL.DRAW ... BEACON value: the public value (1 to 1024 bytes) the sale's declared
+     * beacon ({@link InitOptions#beacon}) took, given to the first DRAW (later calls may repeat
+     * it or pass null, which sends no BEACON). The server refuses it for a sale that declared
+     * no beacon.
+     */
+    public Drawn draw(int count, String beaconValue) {
+        return client.run(key, Op.draw(count, beaconValue));
+    }
+
+    /**
+     * SECKILL.ENTRANTS: one page of at most {@code count} (1 to 1000) entrants from
+     * {@code cursor} ({@code "0"} first); the page's cursor {@code "0"} ends the walk.
+     */
+    public EntrantsPage entrants(String cursor, int count) {
+        return client.run(key, Op.entrants(cursor, count));
+    }
+
     /** SECKILL.UNFENCE: lift the fence after the ledger was re-applied. */
     public UnfenceStatus unfence() {
         return client.run(key, Op.unfence());

@@ -1,7 +1,6 @@
 package io.seckill;
 
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -57,7 +56,10 @@ public final class SeckillClient {
             return this;
         }
 
-        /** The backend to use; without it the first call asks the server (MODULE LIST, FUNCTION LIST). */
+        /**
+         * The backend to use; without it the first call asks the server ({@code SECKILL.INFO}
+         * without a key, then {@code FCALL_RO seckill_version 0}; {@link SeckillClient#backend}).
+         */
         public Builder backend(Backend b) {
             this.backend = b;
             return this;
@@ -108,8 +110,12 @@ public final class SeckillClient {
 
     /**
      * The backend, detected on the first call by asking the node that serves
-     * {@code sampleKey}: the module when MODULE LIST names it, else the library when FUNCTION
-     * LIST holds it and it answers seckill_version; {@link BackendException} when neither.
+     * {@code sampleKey}, with no right beyond what the roles of docs/operations.md have (no
+     * MODULE LIST, no FUNCTION LIST): {@code SECKILL.INFO} without a key is the module when
+     * the server knows the command (it answers its arity error to any user: Redis checks the
+     * arity before the ACL), else {@code FCALL_RO seckill_version 0} is the library when it
+     * answers a version. {@link BackendException} when neither, or when the ACL refuses one of
+     * the two questions (NOPERM: the message names the right to add).
      */
     public Backend backend(String sampleKey) {
         Backend b = backend;
@@ -124,44 +130,51 @@ public final class SeckillClient {
         return b;
     }
 
+    static final String NO_BACKEND = "neither the seckill module (SECKILL.INFO is an unknown command) nor the "
+            + "seckill Functions library (FCALL_RO seckill_version 0) is on this server: load the module, or "
+            + "FUNCTION LOAD functions/seckill.lua (docs/managed-redis.md)";
+
     private Backend detect(String key) {
-        Object modules = maybe(Wire.keyless(key, Wire.Reply.ARRAY, "MODULE", "LIST"));
-        if (named(modules, "name", "seckill")) {
-            return Backend.MODULE;
-        }
-        Object libs = maybe(Wire.keyless(key, Wire.Reply.ARRAY, "FUNCTION", "LIST", "LIBRARYNAME", "seckill"));
-        if (named(libs, "library_name", "seckill")) {
-            if (maybe(Wire.keyless(key, Wire.Reply.BULK, "FCALL_RO", "seckill_version", "0")) == null) {
-                throw new BackendException("the seckill library is loaded but does not answer seckill_version: "
-                        + "load functions/seckill.lua again");
-            }
-            return Backend.FUNCTIONS;
-        }
-        throw new BackendException("neither the seckill module (MODULE LIST) nor the seckill Functions library "
-                + "(FUNCTION LIST) is on this server: load the module, or FUNCTION LOAD functions/seckill.lua "
-                + "(docs/managed-redis.md)");
-    }
-
-    /** The reply, or null when the server refused the command (managed services refuse MODULE LIST). */
-    private Object maybe(Wire w) {
         try {
-            return transport.call(w);
+            transport.call(Wire.keyless(key, Wire.Reply.ARRAY, "SECKILL.INFO"));
+            return Backend.MODULE;   // a value: only the module has the command
         } catch (CommandException e) {
-            return null;
-        }
-    }
-
-    private static boolean named(Object listReply, String field, String name) {
-        if (!(listReply instanceof List<?> entries)) {
-            return false;
-        }
-        for (Object e : entries) {
-            Map<String, Object> p = e instanceof List<?> || e instanceof Map<?, ?> ? Protocol.pairs(e) : Map.of();
-            if (name.equals(p.get(field))) {
-                return true;
+            if (moduleAnswered(e)) {
+                return Backend.MODULE;
             }
         }
-        return false;
+        Object version;
+        try {
+            version = transport.call(Wire.keyless(key, Wire.Reply.BULK, "FCALL_RO", "seckill_version", "0"));
+        } catch (CommandException e) {
+            if ("NOPERM".equals(e.code())) {
+                throw new BackendException("the seckill module is not on this server, and this ACL user may not "
+                        + "run FCALL_RO (" + e.getMessage() + "): give it +fcall +fcall_ro, as the library's "
+                        + "role lines of docs/operations.md do", e);
+            }
+            throw new BackendException(NO_BACKEND, e);
+        }
+        if (!(version instanceof String v) || !v.strip().matches("[0-9]+(\\.[0-9]+)*")) {
+            throw new BackendException("FCALL_RO seckill_version 0 answered " + Protocol.show(version)
+                    + ", not a version: load functions/seckill.lua again (FUNCTION LOAD REPLACE)");
+        }
+        return Backend.FUNCTIONS;
+    }
+
+    /**
+     * Whether SECKILL.INFO's error reply comes from the module: its arity error. "unknown
+     * command" (and a proxy's refusal) is not; NOPERM, which only a known command gets (a
+     * server that checks the ACL first), is reported, naming the right to add.
+     */
+    static boolean moduleAnswered(CommandException e) {
+        if ("NOPERM".equals(e.code())) {
+            throw new BackendException("this ACL user may not run SECKILL.INFO (" + e.getMessage() + "): the "
+                    + "server knows the command, so the seckill module is loaded, but finding the backend needs "
+                    + "+seckill.info: add it to the user (the role lines of docs/operations.md), or name the "
+                    + "backend (builder().backend(Backend.MODULE))", e);
+        }
+        String m = e.getMessage() == null ? "" : e.getMessage().toLowerCase(java.util.Locale.ROOT);
+        return m.contains("wrong number of arguments");
     }
 
     // ------------------------------------------------------------ calls

@@ -7,7 +7,7 @@ import java.util.List;
  *
  * @param keyIndex which word is the key (-1: none); a cluster transport routes by it
  * @param route    the key whose node should answer a command without a key of its own
- *                 (MODULE LIST for the backend check), or null for any node
+ *                 (SECKILL.INFO without a key for the backend check), or null for any node
  * @param reply    the reply's shape, for drivers (Lettuce) that decode by a declared output
  */
 public record Wire(List<String> words, int keyIndex, String route, Reply reply) {

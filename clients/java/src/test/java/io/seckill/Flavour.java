@@ -51,24 +51,32 @@ enum Flavour {
     }
 
     Conn standalone(int port, SeckillClient.Builder options) {
-        return connect(List.of(port), false, options);
+        return connect(List.of(port), false, options, null, null);
+    }
+
+    /** One server, as the ACL user {@code user}. */
+    Conn standalone(int port, SeckillClient.Builder options, String user, String password) {
+        return connect(List.of(port), false, options, user, password);
     }
 
     Conn cluster(List<Integer> ports, SeckillClient.Builder options) {
-        return connect(ports, true, options);
+        return connect(ports, true, options, null, null);
     }
 
     /** {@code options}: a builder whose transport is replaced (null transport placeholder). */
-    private Conn connect(List<Integer> ports, boolean cluster, SeckillClient.Builder options) {
+    private Conn connect(List<Integer> ports, boolean cluster, SeckillClient.Builder options, String user,
+                         String password) {
         return switch (this) {
-            case JEDIS_RESP2, JEDIS_RESP3 -> jedis(ports, cluster, options);
-            default -> lettuce(ports, cluster, options);
+            case JEDIS_RESP2, JEDIS_RESP3 -> jedis(ports, cluster, options, user, password);
+            default -> lettuce(ports, cluster, options, user, password);
         };
     }
 
-    private Conn jedis(List<Integer> ports, boolean cluster, SeckillClient.Builder options) {
+    private Conn jedis(List<Integer> ports, boolean cluster, SeckillClient.Builder options, String user,
+                       String password) {
         DefaultJedisClientConfig config = DefaultJedisClientConfig.builder()
-                .protocol(this == JEDIS_RESP3 ? RedisProtocol.RESP3 : RedisProtocol.RESP2).timeoutMillis(10_000).build();
+                .protocol(this == JEDIS_RESP3 ? RedisProtocol.RESP3 : RedisProtocol.RESP2).timeoutMillis(10_000)
+                .user(user).password(password).build();
         if (cluster) {
             Set<HostAndPort> nodes = ports.stream().map(p -> new HostAndPort("127.0.0.1", p)).collect(Collectors.toSet());
             JedisCluster j = new JedisCluster(nodes, config);
@@ -78,10 +86,11 @@ enum Flavour {
         return new Conn(options.transport(new JedisTransport(j)).build(), j, this);
     }
 
-    private Conn lettuce(List<Integer> ports, boolean cluster, SeckillClient.Builder options) {
+    private Conn lettuce(List<Integer> ports, boolean cluster, SeckillClient.Builder options, String user,
+                         String password) {
         ProtocolVersion v = this == LETTUCE_SYNC_RESP2 ? ProtocolVersion.RESP2 : ProtocolVersion.RESP3;
         if (cluster) {
-            List<RedisURI> uris = ports.stream().map(Flavour::uri).toList();
+            List<RedisURI> uris = ports.stream().map(p -> uri(p, user, password)).toList();
             RedisClusterClient c = RedisClusterClient.create(uris);
             c.setOptions(ClusterClientOptions.builder().protocolVersion(v).build());
             StatefulRedisClusterConnection<String, String> conn = c.connect(StringCodec.UTF8);
@@ -90,7 +99,7 @@ enum Flavour {
                 c.shutdown(0, 2, TimeUnit.SECONDS);
             }, this);
         }
-        RedisClient c = RedisClient.create(uri(ports.get(0)));
+        RedisClient c = RedisClient.create(uri(ports.get(0), user, password));
         c.setOptions(ClientOptions.builder().protocolVersion(v).build());
         StatefulRedisConnection<String, String> conn = c.connect(StringCodec.UTF8);
         return new Conn(options.transport(LettuceTransport.of(conn)).build(), () -> {
@@ -99,8 +108,12 @@ enum Flavour {
         }, this);
     }
 
-    private static RedisURI uri(int port) {
-        return RedisURI.builder().withHost("127.0.0.1").withPort(port).withTimeout(Duration.ofSeconds(10)).build();
+    private static RedisURI uri(int port, String user, String password) {
+        RedisURI.Builder b = RedisURI.builder().withHost("127.0.0.1").withPort(port).withTimeout(Duration.ofSeconds(10));
+        if (user != null) {
+            b.withAuthentication(user, password.toCharArray());
+        }
+        return b.build();
     }
 
     /** Sale and AsyncSale behind one interface (the async one waits at most 30 s a call). */
@@ -119,6 +132,12 @@ enum Flavour {
 
         UnfenceStatus unfence();
 
+        Entered enter(String user, long qty, String reqid);
+
+        Drawn draw(int count);
+
+        EntrantsPage entrants(String cursor, int count);
+
         ReconcileResult reconcile(Iterable<Order> orders, boolean apply, boolean expire, int chunk);
 
         record Sync(Sale s) implements Api {
@@ -129,6 +148,9 @@ enum Flavour {
             public Report info() { return s.info(); }
             public Reservation get(String rid) { return s.get(rid); }
             public UnfenceStatus unfence() { return s.unfence(); }
+            public Entered enter(String user, long qty, String reqid) { return s.enter(user, qty, reqid); }
+            public Drawn draw(int count) { return s.draw(count); }
+            public EntrantsPage entrants(String cursor, int count) { return s.entrants(cursor, count); }
             public ReconcileResult reconcile(Iterable<Order> o, boolean apply, boolean expire, int chunk) {
                 return s.reconcile(o, apply, expire, chunk);
             }
@@ -153,6 +175,9 @@ enum Flavour {
             public Report info() { return await(s.info()); }
             public Reservation get(String rid) { return await(s.get(rid)); }
             public UnfenceStatus unfence() { return await(s.unfence()); }
+            public Entered enter(String user, long qty, String reqid) { return await(s.enter(user, qty, reqid)); }
+            public Drawn draw(int count) { return await(s.draw(count)); }
+            public EntrantsPage entrants(String cursor, int count) { return await(s.entrants(cursor, count)); }
             public ReconcileResult reconcile(Iterable<Order> o, boolean apply, boolean expire, int chunk) {
                 return await(s.reconcile(o, apply, expire, chunk));
             }

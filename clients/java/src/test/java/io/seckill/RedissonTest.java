@@ -80,6 +80,33 @@ class RedissonTest {
     }
 
     @Test
+    void aDrawSaleOverRFunction() {
+        Sale sale = client.sale("sale:{redisson-draw}");
+        long end;
+        try (redis.clients.jedis.Jedis j = plain.admin()) {
+            List<String> t = j.time();
+            end = Long.parseLong(t.get(0)) * 1000 + Long.parseLong(t.get(1)) / 1000 + 300;
+        }
+        assertTrue(sale.init(1, new InitOptions().endMs(end).draw()));
+        assertEquals(new Entered(EnterStatus.ENTERED, 1), sale.enter("u1", 1, "e1"));
+        assertEquals(new Entered(EnterStatus.ENTERED, 2), sale.enter("u2"));
+        assertEquals(new Entered(EnterStatus.ALREADY_ENTERED, 2), sale.enter("u1", 1, "e1"));
+        RedisServers.waitFor(() -> {
+            try (redis.clients.jedis.Jedis j = plain.admin()) {
+                List<String> t = j.time();
+                return Long.parseLong(t.get(0)) * 1000 + Long.parseLong(t.get(1)) / 1000 > end;
+            }
+        }, 5_000, "the END of registration");
+        assertEquals(EnterStatus.ENDED, sale.enter("late", 1, null).status());
+        Drawn d = sale.draw(10);
+        assertEquals(1, d.drawn());
+        EntrantsPage page = sale.entrants("0", 10);
+        assertTrue(page.last());
+        assertEquals(List.of("u1", "u2"), page.entrants().stream().map(Entrant::user).toList());
+        assertEquals(1, page.entrants().stream().filter(Entrant::won).count());
+    }
+
+    @Test
     void theDocsLuaShimReachesTheModule() throws Exception {
         RedisServers.Node module = servers.startWithModule();
         Config config = new Config();

@@ -270,6 +270,77 @@ class StandaloneTest {
         }
     }
 
+    /** The server's clock in ms (END is read against it). */
+    private long serverMs() {
+        try (Jedis j = mod.admin()) {
+            List<String> t = j.time();
+            return Long.parseLong(t.get(0)) * 1000 + Long.parseLong(t.get(1)) / 1000;
+        }
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("flavours")
+    void aDrawSaleFromEnterToEntrants(Flavour f, Backend b) throws Exception {
+        try (Conn c = open(f, b)) {
+            String key = key("draw", f, b);
+            Api sale = c.sale(key);
+            long end = serverMs() + 300;
+            assertTrue(sale.init(2, new InitOptions().endMs(end).draw()));
+            assertEquals(ReserveStatus.DRAW, sale.reserve("u1", 1, null).status(), "a draw sale refuses RESERVE");
+
+            assertEquals(new Entered(EnterStatus.ENTERED, 1), sale.enter("u1", 1, "e-u1"));
+            assertEquals(new Entered(EnterStatus.ENTERED, 2), sale.enter("u2", 1, "e-u2"));
+            assertEquals(new Entered(EnterStatus.ENTERED, 3), sale.enter("u3", 1, null));
+            Entered again = sale.enter("u1", 1, "e-u1");
+            assertEquals(new Entered(EnterStatus.ALREADY_ENTERED, 3), again);
+            assertTrue(again.ok());
+
+            EntrantsPage first = sale.entrants("0", 2);
+            assertFalse(first.last());
+            assertEquals(List.of(new Entrant("u1", 1, Entrant.ENTERED), new Entrant("u2", 1, Entrant.ENTERED)),
+                    first.entrants(), "arrival order, none drawn yet");
+            CommandException early = assertThrows(CommandException.class, () -> sale.draw(10));
+            assertEquals("ERR", early.code(), "DRAW while registration is open: " + early.getMessage());
+
+            RedisServers.waitFor(() -> serverMs() > end, 5_000, "the END of registration");
+            assertEquals(EnterStatus.ENDED, sale.enter("u4", 1, null).status());
+            Drawn one = sale.draw(1);
+            assertEquals(1, one.drawn());
+            assertFalse(one.done());
+            long drawn = one.drawn();
+            for (int i = 0; i < 10; i++) {
+                Drawn d = sale.draw(100);
+                drawn += d.drawn();
+                if (d.done()) {
+                    assertEquals(0, d.remaining());
+                    break;
+                }
+            }
+            assertEquals(2, drawn);
+
+            List<Entrant> all = new ArrayList<>();
+            String cursor = "0";
+            for (int pages = 0; pages < 10; pages++) {
+                EntrantsPage p = sale.entrants(cursor, 2);
+                all.addAll(p.entrants());
+                cursor = p.cursor();
+                if (p.last()) {
+                    break;
+                }
+            }
+            assertEquals(List.of("u1", "u2", "u3"), all.stream().map(Entrant::user).toList());
+            assertEquals(2, all.stream().filter(Entrant::won).count(), all.toString());
+            Report info = sale.info();
+            assertEquals("draw", info.fields().get("mode"));
+            assertEquals(2L, info.fields().get("drawn"));
+            assertEquals(2, info.pending(), "the winners hold reservations");
+
+            assertEquals(EnterStatus.NO_SALE, c.sale(key("draw-none", f, b)).enter("u1", 1, null).status());
+            assertThrows(IllegalArgumentException.class, () -> sale.draw(0));
+            assertThrows(IllegalArgumentException.class, () -> sale.entrants("0", 1001));
+        }
+    }
+
     @Test
     void theBackendIsDetectedOncePerClient() throws Exception {
         for (Flavour f : List.of(Flavour.JEDIS_RESP2, Flavour.LETTUCE_SYNC_RESP3)) {

@@ -16,7 +16,7 @@ import org.redisson.client.codec.StringCodec;
  * SECKILL over Redisson, the Functions backend only: Redisson has no public API for a
  * module's command, but calls Functions ({@link RFunction}), routing a cluster call by the
  * declared key. Build the client with {@code .backend(Backend.FUNCTIONS)}; a command that
- * is not an FCALL (MODULE LIST for detection, the module's own commands) is refused.
+ * is not an FCALL (SECKILL.INFO for detection, the module's own commands) is refused.
  * Redisson retries TRYAGAIN itself (retryAttempts, retryDelay) before the client does.
  */
 public final class RedissonTransport implements Transport {
