@@ -175,7 +175,7 @@ impl From<ConfigError> for ArgError {
 }
 
 /// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
-/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [DRAW] [FENCE]
+/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [DRAW [BEACON name]] [FENCE]
 /// [REPLACE]`;
 /// `args` starts after the key.
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
@@ -217,6 +217,10 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
                 // The seed is the master's to draw (`commands::init`).
                 o.once("DRAW")?;
                 sale.draw = Some([0; 32]);
+            }
+            Some("BEACON") => {
+                o.once("BEACON")?;
+                sale.beacon = Some(o.value("BEACON")?.into());
             }
             Some("FENCE") => {
                 // The id is the master's to record (`commands::init`).
@@ -286,9 +290,23 @@ fn parse_count(args: &[&[u8]], max: u64, default: u64) -> ArgResult<usize> {
     Ok(count as usize)
 }
 
-/// `SECKILL.DRAW key [COUNT n]`; `args` starts after the key.
-pub fn parse_draw(args: &[&[u8]]) -> ArgResult<usize> {
-    parse_count(args, MAX_DRAW_COUNT, DEFAULT_DRAW_COUNT)
+/// `SECKILL.DRAW key [COUNT n] [BEACON value]` (any order); `args` starts
+/// after the key. The value's length is checked with the sale's beacon
+/// rules, after the command's other errors (`Sale::check_beacon`).
+pub fn parse_draw<'a>(args: &'a [&'a [u8]]) -> ArgResult<(usize, Option<&'a [u8]>)> {
+    let (mut count, mut beacon) = (DEFAULT_DRAW_COUNT, None);
+    let mut o = Options::new(args);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("COUNT") => count = o.number("COUNT", 1, MAX_DRAW_COUNT)?,
+            Some("BEACON") => {
+                o.once("BEACON")?;
+                beacon = Some(o.value("BEACON")?);
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    Ok((count as usize, beacon))
 }
 
 /// `SECKILL.ENTRANTS key cursor [COUNT n]`; `args` starts after the key.
