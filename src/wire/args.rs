@@ -487,6 +487,27 @@ pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<RecvArgs<'a
 mod tests {
     use super::*;
 
+    #[test]
+    fn draw_and_init_beacon() {
+        let ok = |args: &[&[u8]]| parse_draw(args).map(|(n, b)| (n, b.map(<[u8]>::to_vec)));
+        assert_eq!(ok(&[]), Ok((1000, None)));
+        assert_eq!(ok(&[b"BEACON", b"v", b"COUNT", b"3"]), Ok((3, Some(b"v".to_vec()))));
+        assert_eq!(ok(&[b"count", b"2", b"beacon", b""]), Ok((2, Some(Vec::new()))), "the length is checked with the sale");
+        assert!(msg(ok(&[b"BEACON"])).contains("BEACON needs a value"));
+        assert!(msg(ok(&[b"BEACON", b"a", b"BEACON", b"a"])).contains("given twice"));
+        let init = |extra: &[&[u8]]| {
+            let mut args: Vec<&[u8]> = vec![b"10", b"END", b"100"];
+            args.extend_from_slice(extra);
+            parse_init(b"k", &args)
+        };
+        assert_eq!(init(&[b"DRAW", b"BEACON", b"drand 1"]).unwrap().sale.beacon.as_deref(), Some(&b"drand 1"[..]));
+        assert_eq!(init(&[b"BEACON", b"drand 1", b"DRAW"]).unwrap().sale.beacon.as_deref(), Some(&b"drand 1"[..]));
+        assert_eq!(msg(init(&[b"BEACON", b"x"])), "ERR BEACON needs DRAW");
+        assert_eq!(msg(init(&[b"DRAW", b"BEACON", b""])), "ERR BEACON name must be 1 to 256 bytes");
+        assert_eq!(msg(init(&[b"DRAW", b"BEACON", &[b'n'; 257]])), "ERR BEACON name must be 1 to 256 bytes");
+        assert!(init(&[b"DRAW", b"BEACON", &[b'n'; 256]]).is_ok());
+    }
+
     fn msg<T: std::fmt::Debug>(r: ArgResult<T>) -> String {
         match r {
             Err(ArgError::Msg(m)) => m,
