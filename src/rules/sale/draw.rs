@@ -526,7 +526,12 @@ impl Draw {
     /// `free`. Runs whose bound is above `free` are skipped, and so is the
     /// unproduced tail when its bound is; a run scanned without a fit gets
     /// its exact bound. Produces the permutation as far as the fit (once:
-    /// produced places stay).
+    /// produced places stay). Not bounded per call the way DRAW is: when
+    /// the draw ended with its stock handed out before it looked at every
+    /// entrant, a unit that comes back may take as many steps (one SHA-1
+    /// each) as there are places before the first entrant it fits, at
+    /// most the entrants left over the sale's whole life; the tail's bound
+    /// skips the work when nobody there can fit.
     pub(super) fn first_fit(&mut self, free: u64) -> Option<u32> {
         let o = self.order.as_deref_mut()?;
         for run in 0..o.run_min.len() {
