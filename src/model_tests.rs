@@ -128,6 +128,7 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             // refusals are unit-tested in transfers.rs.
             split: Some(crate::rules::config::SplitConfig::new(Some(b"sale:{1}"), b"round-1", &PEERS).unwrap()),
             draw: None,
+            beacon: None,
             // Half the sales are FENCE sales, created where the id is server_id(0).
             fence: fence.then(|| server_id(0)),
         })

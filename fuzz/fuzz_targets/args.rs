@@ -21,6 +21,7 @@ fn sample_sale() -> Sale {
         tag: 0xabcd,
         split: None,
         draw: None,
+        beacon: None,
         fence: None,
     });
     for (i, user) in [&b"a"[..], b"b", b"c"].iter().enumerate() {

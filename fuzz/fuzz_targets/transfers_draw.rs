@@ -29,6 +29,7 @@ fn config(draw: bool) -> SaleConfig {
         tag: 0xabcd,
         split: Some(split),
         draw: draw.then_some([7; 32]),
+        beacon: None,
         fence: None,
     }
 }
@@ -59,7 +60,7 @@ fn draw_sale(drawn: bool) -> Sale {
         .collect();
     let _ = sale.add_entrants(&entrants);
     if drawn {
-        sale.draw_step(2, 2000);
+        sale.draw_step(2, 2000, None);
     }
     sale
 }
@@ -79,8 +80,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         2 => {
-            if let Ok(n) = parse_draw(&args) {
+            if let Ok((n, beacon)) = parse_draw(&args) {
                 assert!((1..=1000).contains(&n));
+                // Its length is the sale's to check (Sale::check_beacon).
+                let _ = beacon.map(<[u8]>::len);
             }
         }
         3 => {

@@ -84,6 +84,11 @@ impl SplitConfig {
     }
 }
 
+/// A declared beacon's name (INIT's `BEACON name`), bytes at the most.
+pub const MAX_BEACON_NAME: usize = 256;
+/// A beacon value (DRAW's `BEACON value`), bytes at the most.
+pub const MAX_BEACON_VALUE: usize = 1024;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SaleConfig {
     pub total: u64,
@@ -103,6 +108,9 @@ pub struct SaleConfig {
     /// A draw sale's secret seed (`INIT ... DRAW`), drawn on the master:
     /// replicas and the AOF get it inside INIT's effect.
     pub draw: Option<[u8; 32]>,
+    /// A draw sale's declared beacon (`DRAW BEACON name`): the name of the
+    /// public value its first DRAW must take.
+    pub beacon: Option<Box<[u8]>>,
     /// A FENCE sale's recorded replication id (`rules::fence`): the
     /// master's at INIT and at each UNFENCE, carried inside the effects.
     /// `None`: a sale without FENCE, which never asks for the current id.
@@ -152,6 +160,7 @@ impl SaleConfig {
             tag: 0,
             split: None,
             draw: None,
+            beacon: None,
             fence: None,
         }
     }
@@ -176,6 +185,14 @@ impl SaleConfig {
             }
             if let Some(n) = stream.maxlen {
                 MAXLEN.check(n)?;
+            }
+        }
+        if let Some(name) = &self.beacon {
+            if self.draw.is_none() {
+                return Err(ConfigError("BEACON needs DRAW".into()));
+            }
+            if name.is_empty() || name.len() > MAX_BEACON_NAME {
+                return Err(ConfigError(format!("BEACON name must be 1 to {MAX_BEACON_NAME} bytes")));
             }
         }
         if self.draw.is_some() && self.end_ms == OPEN_END {

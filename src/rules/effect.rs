@@ -51,19 +51,23 @@ pub enum Effect {
     /// New entrants of a draw sale (ENTER makes one; an AOF rewrite
     /// restores them with their results).
     Entrants(Vec<EntrantRec>),
-    /// One DRAW call: the draw's stock, the entrants it looked at, and the
-    /// winners' reservations in draw order.
+    /// One DRAW call: the draw's stock, the entrants it looked at, the
+    /// winners' reservations in draw order, and for the first call what it
+    /// fixed (the beacon value and the draw seed).
     Drawn {
         stock: u64,
         examined: u32,
         records: Vec<Reservation>,
+        begin: Option<crate::rules::sale::DrawBegin>,
     },
     /// Waitlist promotions: new pending reservations of waiting entrants.
     Promoted(Vec<Reservation>),
-    /// AOF rewrite: the draw's progress once its entrants are back.
+    /// AOF rewrite: the draw's progress once its entrants are back (with
+    /// what the first DRAW fixed).
     DrawProgress {
         stock: Option<u64>,
         examined: u32,
+        begin: Option<crate::rules::sale::DrawBegin>,
     },
     /// SECKILL.UNFENCE: the sale records this replication id (the
     /// master's), explicit so that no replica or replay reads its own.
@@ -134,9 +138,9 @@ impl Effect {
             Effect::Recv { peer, sent_total, credits } => sale.recv(peer, *sent_total, credits),
             Effect::Transfers { allocation, peers, tids } => sale.restore_transfers(allocation.clone(), peers.clone(), tids.clone()),
             Effect::Entrants(entrants) => sale.add_entrants(entrants),
-            Effect::Drawn { stock, examined, records } => sale.apply_drawn(*stock, *examined, records),
+            Effect::Drawn { stock, examined, records, begin } => sale.apply_drawn(*stock, *examined, records, begin.as_ref()),
             Effect::Promoted(records) => sale.apply_promoted(records),
-            Effect::DrawProgress { stock, examined } => sale.restore_draw(*stock, *examined),
+            Effect::DrawProgress { stock, examined, begin } => sale.restore_draw(*stock, *examined, begin.as_ref()),
             Effect::Unfence(id) => sale.unfence(*id),
         }
     }
@@ -227,7 +231,7 @@ pub fn rebuild(sale: &Sale, batch: usize, mut f: impl FnMut(&Effect)) {
     if !records.is_empty() {
         f(&Effect::Records(records));
     }
-    if let Some((entrants, stock, examined)) = sale.draw_state() {
+    if let Some((entrants, stock, examined, begin)) = sale.draw_state() {
         let per = batch.max(1);
         let mut part = Vec::with_capacity(per);
         for e in entrants {
@@ -240,7 +244,7 @@ pub fn rebuild(sale: &Sale, batch: usize, mut f: impl FnMut(&Effect)) {
             f(&Effect::Entrants(part));
         }
         if stock.is_some() {
-            f(&Effect::DrawProgress { stock, examined });
+            f(&Effect::DrawProgress { stock, examined, begin });
         }
     }
 }
@@ -327,6 +331,7 @@ mod tests {
             tag: 1,
             split: None,
             draw: None,
+            beacon: None,
             fence: None,
         })
     }

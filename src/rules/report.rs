@@ -181,6 +181,10 @@ impl Report {
                 ("draw_stock", d.draw_stock.map_or(Value::Null, Value::Int)),
                 ("seed_commitment", Value::Text(hex(&d.seed_commitment))),
                 ("seed", d.seed.map_or(Value::Null, |s| Value::Text(hex(&s)))),
+                ("entrants_digest", Value::Text(hex(&d.entrants_digest))),
+                ("beacon", d.beacon.as_ref().map_or(Value::Null, |b| Value::Text(b.clone()))),
+                ("beacon_value", d.begun.as_ref().and_then(|b| b.beacon.clone()).map_or(Value::Null, Value::Text)),
+                ("draw_seed", d.begun.as_ref().map_or(Value::Null, |b| Value::Text(hex(&b.draw_seed)))),
             ]);
         }
         if let Some(fenced) = self.fenced {
@@ -270,6 +274,7 @@ mod tests {
             tag: 1,
             split: None,
             draw: None,
+            beacon: None,
             fence: None,
         });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();

@@ -465,7 +465,7 @@ mod tests {
         }])
         .unwrap();
         assert!(s.check_send_move(b"t2").is_ok() && s.check_recv_move(b"q", 4).is_ok(), "before the draw");
-        s.draw_step(10, 200).expect("the draw begins");
+        s.draw_step(10, 200, None).expect("the draw begins");
         let before = encode(&s);
         assert_eq!(s.check_send_move(b"t2"), Err(TransferRefusal::Drawing));
         assert_eq!(s.check_recv_move(b"q", 4), Err(TransferRefusal::Drawing));

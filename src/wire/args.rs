@@ -175,7 +175,7 @@ impl From<ConfigError> for ArgError {
 }
 
 /// `SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms]
-/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [DRAW] [FENCE]
+/// [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [DRAW [BEACON name]] [FENCE]
 /// [REPLACE]`;
 /// `args` starts after the key.
 pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
@@ -217,6 +217,10 @@ pub fn parse_init(key: &[u8], args: &[&[u8]]) -> ArgResult<InitArgs> {
                 // The seed is the master's to draw (`commands::init`).
                 o.once("DRAW")?;
                 sale.draw = Some([0; 32]);
+            }
+            Some("BEACON") => {
+                o.once("BEACON")?;
+                sale.beacon = Some(o.value("BEACON")?.into());
             }
             Some("FENCE") => {
                 // The id is the master's to record (`commands::init`).
@@ -286,9 +290,23 @@ fn parse_count(args: &[&[u8]], max: u64, default: u64) -> ArgResult<usize> {
     Ok(count as usize)
 }
 
-/// `SECKILL.DRAW key [COUNT n]`; `args` starts after the key.
-pub fn parse_draw(args: &[&[u8]]) -> ArgResult<usize> {
-    parse_count(args, MAX_DRAW_COUNT, DEFAULT_DRAW_COUNT)
+/// `SECKILL.DRAW key [COUNT n] [BEACON value]` (any order); `args` starts
+/// after the key. The value's length is checked with the sale's beacon
+/// rules, after the command's other errors (`Sale::check_beacon`).
+pub fn parse_draw<'a>(args: &'a [&'a [u8]]) -> ArgResult<(usize, Option<&'a [u8]>)> {
+    let (mut count, mut beacon) = (DEFAULT_DRAW_COUNT, None);
+    let mut o = Options::new(args);
+    while let Some(word) = o.next_word() {
+        match option_word(word).as_deref() {
+            Some("COUNT") => count = o.number("COUNT", 1, MAX_DRAW_COUNT)?,
+            Some("BEACON") => {
+                o.once("BEACON")?;
+                beacon = Some(o.value("BEACON")?);
+            }
+            _ => return unknown_option(word),
+        }
+    }
+    Ok((count as usize, beacon))
 }
 
 /// `SECKILL.ENTRANTS key cursor [COUNT n]`; `args` starts after the key.
@@ -487,6 +505,27 @@ pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<RecvArgs<'a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn draw_and_init_beacon() {
+        let ok = |args: &[&[u8]]| parse_draw(args).map(|(n, b)| (n, b.map(<[u8]>::to_vec)));
+        assert_eq!(ok(&[]), Ok((1000, None)));
+        assert_eq!(ok(&[b"BEACON", b"v", b"COUNT", b"3"]), Ok((3, Some(b"v".to_vec()))));
+        assert_eq!(ok(&[b"count", b"2", b"beacon", b""]), Ok((2, Some(Vec::new()))), "the length is checked with the sale");
+        assert!(msg(ok(&[b"BEACON"])).contains("BEACON needs a value"));
+        assert!(msg(ok(&[b"BEACON", b"a", b"BEACON", b"a"])).contains("given twice"));
+        let init = |extra: &[&[u8]]| {
+            let mut args: Vec<&[u8]> = vec![b"10", b"END", b"100"];
+            args.extend_from_slice(extra);
+            parse_init(b"k", &args)
+        };
+        assert_eq!(init(&[b"DRAW", b"BEACON", b"drand 1"]).unwrap().sale.beacon.as_deref(), Some(&b"drand 1"[..]));
+        assert_eq!(init(&[b"BEACON", b"drand 1", b"DRAW"]).unwrap().sale.beacon.as_deref(), Some(&b"drand 1"[..]));
+        assert_eq!(msg(init(&[b"BEACON", b"x"])), "ERR BEACON needs DRAW");
+        assert_eq!(msg(init(&[b"DRAW", b"BEACON", b""])), "ERR BEACON name must be 1 to 256 bytes");
+        assert_eq!(msg(init(&[b"DRAW", b"BEACON", &[b'n'; 257]])), "ERR BEACON name must be 1 to 256 bytes");
+        assert!(init(&[b"DRAW", b"BEACON", &[b'n'; 256]]).is_ok());
+    }
 
     fn msg<T: std::fmt::Debug>(r: ArgResult<T>) -> String {
         match r {

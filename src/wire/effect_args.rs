@@ -3,11 +3,12 @@
 //! form here is on the wire between versions (upgrade replicas first).
 
 use crate::rules::buckets::Take;
+use crate::rules::config::MAX_BEACON_VALUE;
 pub use crate::rules::digits::Digits;
 use crate::rules::effect::{single_record, Effect};
 use crate::rules::fence::ReplId;
 use crate::rules::reservation::{NewRecord, Reservation, State};
-use crate::rules::sale::{EntrantRec, EntrantResult, SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
+use crate::rules::sale::{DrawBegin, EntrantRec, EntrantResult, SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_SHARDS, MAX_TOTAL};
 use crate::rules::transfers::Counters;
 use crate::wire::args::{parse_u64, ArgError, ArgResult};
 
@@ -45,6 +46,9 @@ impl EffectArgs for Effect {
                 }
                 if let Some(seed) = &c.draw {
                     out.extend([b"DRAW".to_vec(), crate::rules::sale::draw::hex(seed).into_vec()]);
+                    if let Some(name) = &c.beacon {
+                        out.extend([b"BEACON".to_vec(), name.to_vec()]);
+                    }
                 }
                 if let Some(id) = &c.fence {
                     out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
@@ -93,17 +97,27 @@ impl EffectArgs for Effect {
                     out.extend(e.reqid.iter().map(|r| r.to_vec()));
                 }
             }
-            Effect::Drawn { stock, examined, records } => {
-                out.extend([b"DRAWN".to_vec(), num(*stock), num(u64::from(*examined))]);
+            Effect::Drawn { stock, examined, records, begin } => {
+                match begin {
+                    None => out.push(b"DRAWN".to_vec()),
+                    Some(b) => {
+                        out.push(b"DRAWBEGIN".to_vec());
+                        push_begin(&mut out, b);
+                    }
+                }
+                out.extend([num(*stock), num(u64::from(*examined))]);
                 push_records(&mut out, records);
             }
             Effect::Promoted(records) => {
                 out.push(b"PROMOTED".to_vec());
                 push_records(&mut out, records);
             }
-            Effect::DrawProgress { stock, examined } => {
+            Effect::DrawProgress { stock, examined, begin } => {
                 out.extend([b"DRAWSTATE".to_vec(), num(u64::from(*examined))]);
                 out.extend(stock.map(num));
+                if let (Some(_), Some(b)) = (stock, begin) {
+                    push_begin(&mut out, b);
+                }
             }
             Effect::Transfers { allocation, peers, tids } => {
                 out.push(b"TRANSFERS".to_vec());
@@ -146,10 +160,11 @@ impl EffectArgs for Effect {
                 }
                 Effect::Entrants(entrants)
             }
-            b"DRAWN" => {
+            b"DRAWN" | b"DRAWBEGIN" => {
+                let begin = if op.eq_ignore_ascii_case(b"DRAWBEGIN") { Some(r.begin()?) } else { None };
                 let stock = r.u64("stock", 0, MAX_TOTAL)?;
                 let examined = r.u64("examined", 0, u64::from(u32::MAX))? as u32;
-                Effect::Drawn { stock, examined, records: r.records()? }
+                Effect::Drawn { stock, examined, records: r.records()?, begin }
             }
             b"PROMOTED" => {
                 let recs = r.records()?;
@@ -161,7 +176,9 @@ impl EffectArgs for Effect {
             b"DRAWSTATE" => {
                 let examined = r.u64("examined", 0, u64::from(u32::MAX))? as u32;
                 let stock = if r.done() { None } else { Some(r.u64("stock", 0, MAX_TOTAL)?) };
-                Effect::DrawProgress { stock, examined }
+                // Without what the first DRAW fixed: a draw from before v2.
+                let begin = if r.done() { None } else { Some(r.begin()?) };
+                Effect::DrawProgress { stock, examined, begin }
             }
             b"PENDING" => Effect::Records(vec![r.pending()?]),
             b"UNFENCE" => Effect::Unfence(r.replid()?),
@@ -273,6 +290,13 @@ pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u
         _ => None,
     };
     Ok((effect, Some(StreamTail { ms, seq, length })))
+}
+
+/// What the first DRAW fixed, as `DRAWBEGIN` and `DRAWSTATE` carry it:
+/// the draw seed's 64 hex digits, then the beacon value (empty: none).
+fn push_begin(out: &mut Vec<Vec<u8>>, b: &DrawBegin) {
+    out.push(crate::rules::sale::draw::hex(&b.draw_seed).into_vec());
+    out.push(b.beacon.as_deref().unwrap_or_default().to_vec());
 }
 
 /// A draw seed as 64 hex digits.
@@ -418,13 +442,24 @@ impl<'a> Reader<'a> {
             None
         };
         let draw = if self.next_is(b"DRAW") { Some(parse_seed(self.raw()?)?) } else { None };
+        let beacon = if draw.is_some() && self.next_is(b"BEACON") { Some(self.raw()?.into()) } else { None };
         let fence = if self.next_is(b"FENCE") { Some(self.replid()?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence };
         config.check()?;
         Ok(config)
+    }
+
+    /// `S-hex beacon` (see `push_begin`).
+    fn begin(&mut self) -> ArgResult<DrawBegin> {
+        let draw_seed = parse_seed(self.raw()?)?;
+        let beacon = self.raw()?;
+        if beacon.len() > MAX_BEACON_VALUE {
+            return Err(ArgError::Msg("ERR bad beacon value in effect".into()));
+        }
+        Ok(DrawBegin { beacon: (!beacon.is_empty()).then(|| beacon.into()), draw_seed })
     }
 
     /// `id user qty:created:deadline:bucket`, see `pending_form`.
@@ -511,10 +546,12 @@ mod tests {
             tag: 7,
             split: Some(SplitConfig::new(None, b"r9", &[b"b", b"a"]).unwrap()),
             draw: Some([0xa5; 32]),
+            beacon: None,
             fence: Some(crate::rules::fence::id(b'c')),
         };
         roundtrip(Effect::Init(SaleConfig { end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { fence: None, end_ms: 99, ..config.clone() }));
+        roundtrip(Effect::Init(SaleConfig { beacon: Some(b"drand quicknet round 1234567".to_vec().into()), end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, ..config }));
         roundtrip(Effect::Unfence(crate::rules::fence::id(b'9')));
         let rec = |id: &[u8]| Reservation {
@@ -531,11 +568,17 @@ mod tests {
             EntrantRec { user: b"u".to_vec().into(), qty: 2, reqid: None, result: EntrantResult::Entered },
             EntrantRec { user: b"v".to_vec().into(), qty: 1, reqid: Some(b"r".to_vec().into()), result: EntrantResult::Promoted },
         ]));
-        roundtrip(Effect::Drawn { stock: 10, examined: 4, records: vec![rec(b"a"), rec(b"b")] });
-        roundtrip(Effect::Drawn { stock: 0, examined: 0, records: vec![] });
+        roundtrip(Effect::Drawn { stock: 10, examined: 4, records: vec![rec(b"a"), rec(b"b")], begin: None });
+        roundtrip(Effect::Drawn { stock: 0, examined: 0, records: vec![], begin: None });
+        let begin = DrawBegin { beacon: Some(b"round 7: \x00 binary".to_vec().into()), draw_seed: [0x5a; 32] };
+        roundtrip(Effect::Drawn { stock: 10, examined: 4, records: vec![rec(b"a")], begin: Some(begin.clone()) });
+        roundtrip(Effect::Drawn { stock: 3, examined: 0, records: vec![], begin: Some(DrawBegin { beacon: None, draw_seed: [1; 32] }) });
+        roundtrip(Effect::DrawProgress { stock: Some(3), examined: 7, begin: Some(begin) });
+        roundtrip(Effect::DrawProgress { stock: Some(3), examined: 7, begin: Some(DrawBegin { beacon: None, draw_seed: [2; 32] }) });
         roundtrip(Effect::Promoted(vec![rec(b"c")]));
-        roundtrip(Effect::DrawProgress { stock: Some(3), examined: 7 });
-        roundtrip(Effect::DrawProgress { stock: None, examined: 0 });
+        // A draw from before v2: no DRAWBEGIN part (parsed, refused on apply).
+        roundtrip(Effect::DrawProgress { stock: Some(3), examined: 7, begin: None });
+        roundtrip(Effect::DrawProgress { stock: None, examined: 0, begin: None });
         // An INIT effect from before owners: the owner is left for the
         // EFFECT command to fill with its key.
         let old: [&[u8]; 11] = [b"INIT", b"10", b"1", b"1", b"0", b"0", b"9", b"1", b"STREAM", b"s", b"0"];

@@ -1,6 +1,13 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
+//! Version 6 (draw v2): as version 5, with the draw flag's seed followed
+//! by the declared beacon's name (`len, bytes`, empty: none), and a begun
+//! draw's section ending in the beacon value its first DRAW took (`len,
+//! bytes`, empty: none). The entrant digest and the draw seed are derived
+//! (recomputed on load). Versions 4 and 5 load as draw v2 sales when their
+//! draw has not begun (no beacon); a payload of theirs whose draw has
+//! begun is refused (`draw::OLD_DRAW`): its order is the old one.
 //! Version 5: as version 4, with the config ending in the fence flag after
 //! the draw flag (`0`, or `1` and the 40 bytes of the recorded replication
 //! id, `rules::fence`). Versions 1 to 4 (still read) load as sales without
@@ -25,10 +32,10 @@
 use crate::rules::buckets::Take;
 use crate::rules::fence::ReplId;
 use crate::rules::reservation::{NewRecord, State};
-use crate::rules::sale::{EntrantRec, EntrantResult, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
+use crate::rules::sale::{DrawBegin, EntrantRec, EntrantResult, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
 use crate::rules::transfers::Counters;
 
-pub const VERSION: u64 = 5;
+pub const VERSION: u64 = 6;
 
 /// Bucket allocations, peers and transfer ids, as stored.
 type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
@@ -68,6 +75,7 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
         Some(seed) => {
             put(&mut out, 1);
             out.extend_from_slice(seed);
+            put_bytes(&mut out, c.beacon.as_deref().unwrap_or_default());
         }
     }
     match &c.fence {
@@ -97,7 +105,7 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
             put(&mut out, t.qty);
         }
     }
-    if let Some((entrants, stock, examined)) = sale.draw_state() {
+    if let Some((entrants, stock, examined, begin)) = sale.draw_state() {
         put(&mut out, sale.entrant_count() as u64);
         for e in entrants {
             put_bytes(&mut out, &e.user);
@@ -115,6 +123,9 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
             }
         }
         put(&mut out, u64::from(examined));
+        if stock.is_some() {
+            put_bytes(&mut out, begin.and_then(|b| b.beacon).as_deref().unwrap_or_default());
+        }
     }
     out
 }
@@ -169,7 +180,7 @@ pub fn decode_as(bytes: &[u8], name: Option<&[u8]>) -> Result<Sale, DecodeError>
         sale.add_record(rec).map_err(|e| DecodeError(e.0))?;
     }
     if sale.is_draw() {
-        r.draw(&mut sale)?;
+        r.draw(&mut sale, version)?;
     }
     if r.left() != 0 {
         return Err(DecodeError("trailing bytes"));
@@ -293,8 +304,12 @@ impl<'a> Reader<'a> {
         };
         let split = if version >= 3 { self.split()? } else { None };
         let draw = if version >= 4 { self.seed()? } else { None };
+        let beacon = match (&draw, version >= 6) {
+            (Some(_), true) => Some(self.bytes()?).filter(|b| !b.is_empty()).map(Into::into),
+            _ => None,
+        };
         let fence = if version >= 5 { self.fence()? } else { None };
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence };
         config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
         Ok(config)
     }
@@ -347,8 +362,9 @@ impl<'a> Reader<'a> {
 
     /// The draw section (version 4, draw sales): entrants in entry order
     /// (`user, qty, code, [reqid]`, code = result + 4 with a REQID), then
-    /// the stock (`0`, or `1, stock`) and the entrants looked at.
-    fn draw(&mut self, sale: &mut Sale) -> Result<(), DecodeError> {
+    /// the stock (`0`, or `1, stock`) and the entrants looked at; from
+    /// version 6, a begun draw's beacon value (`len, bytes`, empty: none).
+    fn draw(&mut self, sale: &mut Sale, version: u64) -> Result<(), DecodeError> {
         // An entrant takes at least 4 bytes: never trust a count to allocate.
         let n = self.bounded(self.left() as u64 / 4, "too many entrants")?;
         let mut batch = Vec::with_capacity(n.min(1024) as usize);
@@ -370,7 +386,19 @@ impl<'a> Reader<'a> {
             _ => return Err(DecodeError("bad draw stock flag")),
         };
         let examined = self.bounded(u64::from(u32::MAX), "bad draw progress")? as u32;
-        sale.restore_draw(stock, examined).map_err(|e| DecodeError(e.0))
+        let begin = match stock {
+            Some(_) if version < 6 => return Err(DecodeError(crate::rules::sale::draw::OLD_DRAW)),
+            Some(_) => {
+                let value = self.bytes()?;
+                if value.len() > crate::rules::config::MAX_BEACON_VALUE {
+                    return Err(DecodeError("beacon value too long"));
+                }
+                let beacon = (!value.is_empty()).then(|| Box::<[u8]>::from(value));
+                Some(DrawBegin { draw_seed: sale.draw_seed_for(beacon.as_deref()).ok_or(DecodeError("not a draw sale"))?, beacon })
+            }
+            None => None,
+        };
+        sale.restore_draw(stock, examined, begin.as_ref()).map_err(|e| DecodeError(e.0))
     }
 
     /// One record, borrowing its ids from the payload; `takes` is scratch.
@@ -410,13 +438,19 @@ mod tests {
         let mut s = Sale::new(plain(10, 3));
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
-        let v5 = encode(&s);
+        let v6 = encode(&s);
+        assert_eq!(v6[0], 6);
+        // A plain sale's version 6 differs from its version 5 in the version only.
+        let mut v5 = v6.clone();
+        v5[0] = 5;
+        assert!(decode(&v5).unwrap() == s);
         // A fresh plain sale's encoding ends with the split flag, the draw
         // flag, the fence flag, the remainders (one byte each here), the
         // transfers flag and the record count.
         let fresh = encode(&Sale::new(plain(10, 3)));
         let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 8, fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
         assert_eq!((v5[0], v5[split_flag], v5[draw_flag], v5[fence_flag], v5[transfers_flag]), (5, 0, 0, 0, 0));
+        assert_eq!(v6.len(), v5.len());
         let mut v4 = v5.clone();
         v4[0] = 4;
         v4.remove(fence_flag);
@@ -436,7 +470,7 @@ mod tests {
         v1.remove(transfers_flag - 1);
         assert!(decode(&v1).unwrap() == s);
         let mut bad = v3.clone();
-        bad[0] = 6;
+        bad[0] = 7;
         assert!(decode(&bad).is_err());
         // A stream: version 2 had no owner.
         let stream = StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
@@ -450,6 +484,48 @@ mod tests {
         assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
+    }
+
+    /// A draw sale of version 4 or 5 loads as a draw v2 sale while its draw
+    /// has not begun (its digest recomputed, no beacon); begun, it is
+    /// refused with `OLD_DRAW`. Version 6 keeps the beacon's name and value.
+    #[test]
+    fn older_draw_payloads() {
+        use crate::rules::sale::draw::OLD_DRAW;
+        let secret = [0x42u8; 32];
+        let mut s = Sale::new(SaleConfig { draw: Some(secret), end_ms: 100, ..plain(10, 1) });
+        for u in [&b"a"[..], b"bb", b"ccc"] {
+            let e = s.decide_enter(u, 1, None, 0).unwrap();
+            s.add_entrants(&[e]).unwrap();
+        }
+        let v6 = encode(&s);
+        let at = v6.windows(32).position(|w| w == secret).unwrap() + 32;
+        assert_eq!(v6[at], 0, "no beacon name");
+        let mut v5 = v6.clone();
+        v5[0] = 5;
+        v5.remove(at);
+        let back = decode(&v5).unwrap();
+        assert!(back == s);
+        assert_eq!(back.draw_report(), s.draw_report());
+        // Begun: version 6 adds the beacon value's length; 5 cannot continue.
+        s.draw_step(10, 100, None).unwrap();
+        let v6 = encode(&s);
+        assert!(decode(&v6).unwrap() == s);
+        let mut v5 = v6.clone();
+        v5[0] = 5;
+        v5.remove(at);
+        v5.pop();
+        assert_eq!(decode(&v5).map(|_| ()), Err(DecodeError(OLD_DRAW)));
+        // A beacon: name and value kept.
+        let name: Box<[u8]> = b"drand round 9".to_vec().into();
+        let mut b = Sale::new(SaleConfig { draw: Some(secret), beacon: Some(name.clone()), end_ms: 100, ..plain(10, 1) });
+        let e = b.decide_enter(b"a", 1, None, 0).unwrap();
+        b.add_entrants(&[e]).unwrap();
+        b.draw_step(10, 100, Some(b"value 9")).unwrap();
+        let back = decode(&encode(&b)).unwrap();
+        assert!(back == b);
+        let r = back.draw_report().unwrap();
+        assert_eq!((r.beacon, r.begun.unwrap().beacon), (Some(name), Some(b"value 9".to_vec().into())));
     }
 
     /// A FENCE sale keeps its recorded id; a bad id or flag is refused.

@@ -47,13 +47,13 @@ pub(super) fn enter(ctx: &Context, call: &Call) -> RedisResult {
     Reply::status_count(ctx, status, sale.entrant_count() as u64)
 }
 
-/// SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
+/// SECKILL.DRAW key [COUNT n] [BEACON value] -> [drawn, remaining, left_to_draw]
 pub(super) fn draw(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
     if argv.len() < 2 {
         return Err(RedisError::WrongArity);
     }
-    let count = args::parse_draw(&argv[2..])?;
+    let (count, beacon) = args::parse_draw(&argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Err(RedisError::Str("ERR no such sale"));
@@ -66,14 +66,15 @@ pub(super) fn draw(ctx: &Context, call: &Call) -> RedisResult {
     if now < sale.config().end_ms {
         return Err(RedisError::Str("ERR registration is open until END: DRAW runs after it"));
     }
+    sale.check_beacon(beacon).map_err(RedisError::Str)?;
     let stream = sale_stream(ctx, name, sale)?;
     let c = Committer { ctx, key: name, origin: Origin::Master, stream: stream.as_ref() };
     let drawn = c.write(sale, Some(DueHolds::lazy(now)), |w, sale| -> Result<_, RedisError> {
         let had_holds = sale.next_deadline().is_some();
-        let Some(step) = sale.draw_step(count, now) else { return Ok(0) };
+        let Some(step) = sale.draw_step(count, now, beacon) else { return Ok(0) };
         let drawn = step.winners.len() as u64;
         stats::DRAWN.add(drawn);
-        w.publish(sale, &Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners }, had_holds);
+        w.publish(sale, &Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners, begin: step.begin }, had_holds);
         Ok(drawn)
     })?;
     three(ctx, drawn, sale.remaining(), sale.left_to_draw())

@@ -188,8 +188,12 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     });
     // A FENCE sale records the server's replication id, read afresh.
     let fence = a.fence.then(|| node::refresh_replid(ctx));
-    c.init(&key, SaleConfig { tag: rand::random(), draw, fence, ..a.sale }, before)?;
+    let config = SaleConfig { tag: rand::random(), draw, fence, ..a.sale };
+    c.init(&key, config.clone(), before)?;
     drop(key);
+    if let (Some(secret), Some(stream)) = (&config.draw, &config.stream) {
+        draw_committed(ctx, secret, config.beacon.as_deref(), stream)?;
+    }
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.
         let at = (now_ms() + ttl * 1000).to_string();
@@ -199,6 +203,27 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     }
     stats::INIT_CREATED.add(1);
     Reply::Simple(c"OK").done(ctx)
+}
+
+/// A draw sale's INIT with a STREAM appends `event draw_committed
+/// commitment <hex> beacon <name or empty>` (docs/draw-sales.md), an XADD
+/// replicated as Redis rewrites it (the id it gave, the exact trim).
+fn draw_committed(
+    ctx: &Context,
+    secret: &crate::rules::sale::Seed,
+    beacon: Option<&[u8]>,
+    stream: &crate::rules::sale::StreamConfig,
+) -> RedisResult<()> {
+    let commitment = crate::rules::sale::draw::hex(&crate::rules::sale::draw::commitment(secret));
+    let maxlen = stream.maxlen.map(|n| n.to_string());
+    let mut argv: Vec<&[u8]> = vec![&stream.key];
+    if let Some(n) = &maxlen {
+        argv.extend([&b"MAXLEN"[..], b"~", n.as_bytes()]);
+    }
+    argv.extend([&b"*"[..], b"event", b"draw_committed", b"commitment", &commitment, b"beacon", beacon.unwrap_or_default()]);
+    let opts = CallOptionsBuilder::new().replicate().errors_as_replies().build();
+    let res: CallResult = ctx.call_ext("XADD", &opts, argv.as_slice());
+    res.map(|_| ()).map_err(|e| RedisError::String(format!("ERR could not append draw_committed to the STREAM: {e:?}")))
 }
 
 /// SECKILL.RESERVE key user [QTY n] [REQID id]

@@ -17,6 +17,7 @@ fn open(limit: u64) -> SaleConfig {
         tag: 7,
         split: None,
         draw: None,
+        beacon: None,
         fence: None,
     }
 }

@@ -1,31 +1,35 @@
-//! A draw sale's entrants and its draw (`INIT ... DRAW`, docs/draw-sales.md).
+//! A draw sale's entrants and its draw (`INIT ... DRAW`, docs/draw-sales.md,
+//! draw v2).
 //!
 //! Entrants are kept in the order they entered (`Chunked`, their place is
-//! their sequence number; ENTRANTS pages through it), their user ids and
+//! their arrival index; ENTRANTS pages through it), their user ids and
 //! REQIDs once in an `Arena`, and two hash indexes (`SeqIndex`) find one by
-//! user or by REQID. The draw order, ascending `SHA-256(seed || user)`
-//! compared as bytes, is kept from the first ENTER on: the seed is known at
-//! INIT on the master and on every replica, so each ENTER puts its entrant
-//! in place (a binary search and a move inside one chunk of at most
-//! `ORDER_CHUNK` entries). Only the first 8 bytes of the digest are stored;
-//! two entrants with the same 8 bytes are ordered by their full digests,
-//! recomputed, so the order is exactly the full digests' order.
+//! user or by REQID. Every new entrant extends the running entrant digest
+//! `D(i+1) = SHA-256(D(i) || u32be(len(user)) || user || u32be(qty))`.
 //!
-//! Once the draw has begun no entrant joins, so places in the order never
-//! move: the draw's cursor is a place, the draw walks forwards from it, and
-//! a winner is marked where it stands. The waitlist is every entrant that
-//! has not won, in draw order; each order chunk keeps a lower bound of the
-//! quantities its waiting entrants ask for, so finding the first one whose
-//! QTY fits skips whole chunks.
+//! Nothing about the order exists before the first DRAW: it fixes
+//! `draw_seed S = SHA-256(secret || D || beacon_value)` and the order is a
+//! Fisher-Yates permutation of the arrival indices driven by `uniform(S, j,
+//! m)` (SHA-1, 48-bit rejection sampling). The permutation lives in a dense
+//! `u32` array allocated at the first DRAW (the identity) and is produced
+//! lazily, one step per place the draw or the waitlist looks at: step `j`
+//! fixes place `j` for good. Places never move once produced, so the
+//! draw's cursor is a place; a winner is marked on its entrant. The
+//! waitlist is every entrant that has not won, in draw order: produced
+//! places are grouped in runs of `ORDER_CHUNK` with a lower bound of the
+//! QTY their waiting entrants ask for, and the places not produced yet
+//! share one such bound, so finding the first waiting entrant whose QTY
+//! fits skips whole runs (and the unproduced tail) without looking.
 //!
-//! Memory per entrant, beside its user id: 16 bytes of entrant, 12 bytes of
-//! order key in chunks kept between half and wholly full, a slot of the
-//! user index (5 bytes at a load of 7/16 to 7/8) and the user id's length
-//! byte in the arena.
+//! Memory per entrant, beside its user id: 16 bytes of entrant, a slot of
+//! the user index (5 bytes at a load of 7/16 to 7/8) and the user id's
+//! length byte in the arena; from the first DRAW on, 4 bytes of
+//! permutation and 8 bytes of bound per `ORDER_CHUNK` places.
 
 use std::hash::BuildHasher;
 
 use hashbrown::DefaultHashBuilder;
+use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 use crate::rules::config::MAX_TOTAL;
@@ -38,17 +42,59 @@ use super::chunks::{Arena, Chunked};
 /// The secret a draw sale's order comes from: 32 bytes, drawn on the master.
 pub type Seed = [u8; 32];
 
-/// An entrant's draw key: `SHA-256(seed || user)`.
-pub fn draw_key(seed: &Seed, user: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(seed);
-    h.update(user);
-    h.finalize().into()
-}
+/// The entrant digest of no entrant: 32 zero bytes.
+pub const EMPTY_DIGEST: [u8; 32] = [0; 32];
 
 /// The seed's commitment, published from INIT on: `SHA-256(seed)`.
 pub fn commitment(seed: &Seed) -> [u8; 32] {
     Sha256::digest(seed).into()
+}
+
+/// The entrant digest after one more entrant:
+/// `SHA-256(d || u32be(len(user)) || user || u32be(qty))`. A QTY of 2^32 or
+/// more (LIMIT allows it) contributes its low 32 bits.
+pub fn next_digest(d: &[u8; 32], user: &[u8], qty: u64) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(d);
+    h.update((user.len() as u32).to_be_bytes());
+    h.update(user);
+    h.update((qty as u32).to_be_bytes());
+    h.finalize().into()
+}
+
+/// The draw seed the first DRAW fixes: `SHA-256(secret || D || beacon)`,
+/// the beacon value empty when the sale declared none.
+pub fn draw_seed(secret: &Seed, digest: &[u8; 32], beacon: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(secret);
+    h.update(digest);
+    h.update(beacon);
+    h.finalize().into()
+}
+
+/// The first 6 bytes of `SHA-1(s || u32be(j) || u32be(c))`, big-endian.
+pub fn draw_word(s: &[u8; 32], j: u32, c: u32) -> u64 {
+    let mut h = Sha1::new();
+    h.update(s);
+    h.update(j.to_be_bytes());
+    h.update(c.to_be_bytes());
+    let h = h.finalize();
+    h[..6].iter().fold(0u64, |x, &b| x << 8 | u64::from(b))
+}
+
+/// `uniform(S, j, m)`: a number in `0..m` (`m >= 1`), by rejection sampling
+/// over 48-bit words `draw_word(s, j, c)` for `c = 0, 1, 2, ...`.
+pub fn uniform(s: &[u8; 32], j: u32, m: u64) -> u64 {
+    debug_assert!((1..=1 << 48).contains(&m));
+    let limit = ((1u64 << 48) / m) * m;
+    let mut c = 0u32;
+    loop {
+        let x = draw_word(s, j, c);
+        if x < limit {
+            return x % m;
+        }
+        c = c.wrapping_add(1);
+    }
 }
 
 /// Lowercase hex.
@@ -137,20 +183,19 @@ impl Entrant {
     }
 }
 
-/// Entries per chunk of the draw order, at the most: an ENTER moves at
-/// most this many keys, a promotion rereads at most this many entrants.
-pub(super) const ORDER_CHUNK: usize = 256;
-
-/// A run of the draw order: digest prefixes and entrant numbers, and a
-/// lower bound of the QTY its waiting entrants ask for (`u64::MAX`: none
-/// waits). Winners only raise the true minimum, so the bound stays a
-/// bound; a scan that finds no fit tightens it.
-#[derive(Clone, Debug, Default)]
-struct OrderChunk {
-    keys: Vec<u64>,
-    seqs: Vec<u32>,
-    min_qty: u64,
+/// What the first DRAW fixes, as its effect (and an AOF rewrite) carries
+/// it: the beacon value it took (`None`: the sale declared none) and the
+/// draw seed the master computed, which a replica recomputes and compares.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DrawBegin {
+    pub beacon: Option<Box<[u8]>>,
+    pub draw_seed: [u8; 32],
 }
+
+/// Places per run of the permutation that shares one QTY bound: a
+/// promotion rereads at most this many produced places per run it cannot
+/// skip.
+pub(super) const ORDER_CHUNK: usize = 256;
 
 /// Where the draw stands: the winners it made and the entrants it looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,49 +206,94 @@ pub struct Walk {
     pub examined: u32,
 }
 
+/// The draw order once the first DRAW fixed its seed.
+#[derive(Clone, Debug)]
+struct Order {
+    /// The beacon value the first DRAW took.
+    beacon: Option<Box<[u8]>>,
+    /// `S`.
+    draw_seed: [u8; 32],
+    /// The Fisher-Yates array, each place `i` holding `entrant ^ i`, so
+    /// that the identity it starts as is all zeros (a zeroed allocation,
+    /// no pass over a million places at the first DRAW): places
+    /// `0..produced` are final.
+    perm: Vec<u32>,
+    produced: u32,
+    /// Per run of `ORDER_CHUNK` produced places, a lower bound of the QTY
+    /// its waiting entrants ask for (`u64::MAX`: none waits). Winners only
+    /// raise the true minimum, so a bound stays a bound; a scan that finds
+    /// no fit tightens it.
+    run_min: Vec<u64>,
+    /// The same bound for the places not produced yet.
+    rest_min: u64,
+}
+
+impl Order {
+    /// The entrant at `place` (produced or not).
+    fn get(&self, place: u32) -> u32 {
+        self.perm[place as usize] ^ place
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(super) struct Draw {
     seed: Seed,
+    /// The entrant digest `D` of every entrant so far.
+    digest: [u8; 32],
     entrants: Chunked<Entrant>,
     arena: Arena,
     by_user: SeqIndex,
     by_reqid: SeqIndex,
     /// Per process, never persisted: keyed against crafted collisions.
     hasher: DefaultHashBuilder,
-    order: Vec<OrderChunk>,
+    /// `Some` from the first DRAW on (derived: the seed, the digest and the
+    /// beacon value give it back).
+    order: Option<Box<Order>>,
     /// The stock the draw hands out (remaining at the first DRAW); `None`
     /// until then, and entries are open.
     stock: Option<u64>,
     /// Units the draw handed out (the quantities of the `Drawn` entrants).
     handed: u64,
-    /// Entrants the draw looked at: the first `examined` of the order.
+    /// Entrants the draw looked at: the first `examined` places.
     examined: u32,
-    /// The place of the next entrant to look at: chunk, offset.
-    cursor: (u32, u32),
     /// Entrants that won, in the draw or from the waitlist.
     won: u32,
+    /// The smallest QTY an entrant waiting when it was added asks for
+    /// (`u64::MAX`: none): the first DRAW's bound for the whole order.
+    min_qty: u64,
 }
 
 impl Draw {
     pub(super) fn new(seed: Seed) -> Draw {
         Draw {
             seed,
+            digest: EMPTY_DIGEST,
             entrants: Chunked::new(),
             arena: Arena::default(),
             by_user: SeqIndex::new(),
             by_reqid: SeqIndex::new(),
             hasher: DefaultHashBuilder::default(),
-            order: Vec::new(),
+            order: None,
             stock: None,
             handed: 0,
             examined: 0,
-            cursor: (0, 0),
             won: 0,
+            min_qty: u64::MAX,
         }
     }
 
     pub(super) fn seed(&self) -> &Seed {
         &self.seed
+    }
+
+    pub(super) fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
+    /// The beacon value and the draw seed, once the draw has begun.
+    pub(super) fn begun(&self) -> Option<DrawBegin> {
+        let o = self.order.as_deref().filter(|_| self.stock.is_some())?;
+        Some(DrawBegin { beacon: o.beacon.clone(), draw_seed: o.draw_seed })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -286,47 +376,6 @@ impl Draw {
         self.stock.is_some() && self.left_to_draw(remaining) == 0
     }
 
-    fn sort_key(&self, seq: u32) -> [u8; 32] {
-        draw_key(&self.seed, self.user(seq))
-    }
-
-    /// Whether the stored order entry `(prefix, seq)` comes before the
-    /// entrant whose digest is `key`.
-    fn before(&self, prefix: u64, seq: u32, key: &[u8; 32]) -> bool {
-        let p = prefix_of(key);
-        prefix < p || (prefix == p && self.sort_key(seq) < *key)
-    }
-
-    /// Where `key` goes in the order: chunk and offset (the chunk an entry
-    /// of that key is in, or would be inserted in).
-    fn place(&self, key: &[u8; 32]) -> (usize, usize) {
-        if self.order.is_empty() {
-            return (0, 0);
-        }
-        let c = self.order.partition_point(|ch| match (ch.keys.last(), ch.seqs.last()) {
-            (Some(&p), Some(&s)) => self.before(p, s, key),
-            _ => true,
-        });
-        let c = c.min(self.order.len() - 1);
-        let ch = &self.order[c];
-        let (mut lo, mut hi) = (0, ch.keys.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.before(ch.keys[mid], ch.seqs[mid], key) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        (c, lo)
-    }
-
-    /// The place of entrant `seq` in the order.
-    fn locate(&self, seq: u32) -> Option<(usize, usize)> {
-        let (c, i) = self.place(&self.sort_key(seq));
-        (self.order.get(c)?.seqs.get(i) == Some(&seq)).then_some((c, i))
-    }
-
     /// Checks an entrant to add (ENTER's effect, a load): entries open, a
     /// new user, a new REQID, a quantity in range.
     pub(super) fn check_add(&self, e: &EntrantRec) -> Result<(), EffectError> {
@@ -351,8 +400,8 @@ impl Draw {
         Ok(())
     }
 
-    /// Adds a checked entrant (`check_add`): its number, its indexes, its
-    /// place in the order.
+    /// Adds a checked entrant (`check_add`): its number, its indexes, the
+    /// entrant digest.
     pub(super) fn add(&mut self, e: &EntrantRec) -> u32 {
         let seq = self.entrants.len() as u32;
         let user = self.arena.intern(&e.user);
@@ -365,9 +414,11 @@ impl Draw {
         if let Some(r) = &e.reqid {
             self.by_reqid.insert_unique(hasher.hash_one(r), seq, |s| hasher.hash_one(arena.get(list[s as usize].reqid)));
         }
-        self.insert_order(seq);
+        self.digest = next_digest(&self.digest, &e.user, e.qty);
         if e.result != EntrantResult::Entered {
             self.won += 1;
+        } else {
+            self.min_qty = self.min_qty.min(e.qty);
         }
         if e.result == EntrantResult::Drawn {
             self.handed = self.handed.saturating_add(e.qty);
@@ -375,60 +426,71 @@ impl Draw {
         seq
     }
 
-    fn insert_order(&mut self, seq: u32) {
-        let key = self.sort_key(seq);
-        let (mut c, mut i) = self.place(&key);
-        if self.order.is_empty() {
-            self.order.push(OrderChunk { keys: Vec::with_capacity(4), seqs: Vec::with_capacity(4), min_qty: u64::MAX });
-        }
-        if self.order[c].keys.len() >= ORDER_CHUNK {
-            // Split the full chunk in two halves, each with room for a whole chunk.
-            let half = ORDER_CHUNK / 2;
-            let ch = &mut self.order[c];
-            let mut keys = Vec::with_capacity(ORDER_CHUNK);
-            let mut seqs = Vec::with_capacity(ORDER_CHUNK);
-            keys.extend_from_slice(&ch.keys[half..]);
-            seqs.extend_from_slice(&ch.seqs[half..]);
-            ch.keys.truncate(half);
-            ch.seqs.truncate(half);
-            let tail = OrderChunk { keys, seqs, min_qty: ch.min_qty };
-            self.order.insert(c + 1, tail);
-            if i > half {
-                c += 1;
-                i -= half;
-            }
-        }
-        let ch = &mut self.order[c];
-        if ch.keys.len() == ch.keys.capacity() {
-            let want = (ch.keys.capacity() * 2).clamp(4, ORDER_CHUNK) - ch.keys.len();
-            ch.keys.reserve_exact(want);
-            ch.seqs.reserve_exact(want);
-        }
-        ch.keys.insert(i, prefix_of(&key));
-        ch.seqs.insert(i, seq);
-        let e = self.entrants[seq as usize];
-        if e.waiting() {
-            let ch = &mut self.order[c];
-            ch.min_qty = ch.min_qty.min(e.qty());
+    /// The draw seed the first DRAW would fix with `beacon`.
+    pub(super) fn seed_for(&self, beacon: Option<&[u8]>) -> [u8; 32] {
+        draw_seed(&self.seed, &self.digest, beacon.unwrap_or_default())
+    }
+
+    /// Fixes the order for the first DRAW (before its walk): the draw seed
+    /// from `beacon`, the identity permutation, nothing produced. Derived
+    /// state only: `apply_walk` (or `restore_progress`) makes it the
+    /// draw's, `abandon` takes it back.
+    pub(super) fn begin(&mut self, beacon: Option<&[u8]>) {
+        self.order = Some(Box::new(Order {
+            beacon: beacon.map(Into::into),
+            draw_seed: self.seed_for(beacon),
+            perm: vec![0; self.len()],
+            produced: 0,
+            run_min: Vec::new(),
+            rest_min: self.min_qty,
+        }));
+    }
+
+    /// Takes back a `begin` whose DRAW did not happen (a refused effect).
+    pub(super) fn abandon(&mut self) {
+        if self.stock.is_none() {
+            self.order = None;
         }
     }
 
-    /// The draw's walk from its cursor, without changing anything: at most
-    /// `max_wins` winners and `max_examined` entrants looked at. `budget`
-    /// is the stock left to hand out, `remaining` the sale's stock: an
-    /// entrant wins when its QTY fits both. Stops when the budget is
-    /// handed out or every entrant was looked at.
-    pub(super) fn walk(&self, max_wins: usize, max_examined: usize, mut budget: u64, mut remaining: u64) -> Walk {
+    /// The entrant at `place` in draw order, producing the permutation up
+    /// to it (`None`: past the last entrant, or the order not fixed).
+    fn at(&mut self, place: u32) -> Option<u32> {
+        let n = self.entrants.len() as u32;
+        let o = self.order.as_deref_mut()?;
+        if place >= n {
+            return None;
+        }
+        while o.produced <= place {
+            let j = o.produced;
+            let t = j + uniform(&o.draw_seed, j, u64::from(n - j)) as u32;
+            let (a, b) = (o.get(j), o.get(t));
+            o.perm[j as usize] = b ^ j;
+            o.perm[t as usize] = a ^ t;
+            o.produced += 1;
+            let e = self.entrants[b as usize];
+            let run = j as usize / ORDER_CHUNK;
+            if run == o.run_min.len() {
+                o.run_min.push(u64::MAX);
+            }
+            if e.waiting() {
+                o.run_min[run] = o.run_min[run].min(e.qty());
+            }
+        }
+        Some(o.get(place))
+    }
+
+    /// The draw's walk from its cursor, changing nothing but the produced
+    /// part of the permutation: at most `max_wins` winners and
+    /// `max_examined` entrants looked at. `budget` is the stock left to
+    /// hand out, `remaining` the sale's stock: an entrant wins when its QTY
+    /// fits both. Stops when the budget is handed out or every entrant was
+    /// looked at.
+    pub(super) fn walk(&mut self, max_wins: usize, max_examined: usize, mut budget: u64, mut remaining: u64) -> Walk {
         let mut w = Walk { winners: Vec::new(), examined: 0 };
-        let (mut c, mut i) = (self.cursor.0 as usize, self.cursor.1 as usize);
         while budget > 0 && w.winners.len() < max_wins && (w.examined as usize) < max_examined {
-            let Some(ch) = self.order.get(c) else { break };
-            let Some(&seq) = ch.seqs.get(i) else {
-                (c, i) = (c + 1, 0);
-                continue;
-            };
+            let Some(seq) = self.at(self.examined + w.examined) else { break };
             w.examined += 1;
-            i += 1;
             let e = self.entrants[seq as usize];
             if e.waiting() && e.qty() <= budget.min(remaining) {
                 budget -= e.qty();
@@ -457,38 +519,28 @@ impl Draw {
             self.handed = self.handed.saturating_add(e.qty());
             self.won += 1;
         }
-        self.advance(w.examined);
-    }
-
-    fn advance(&mut self, n: u32) {
-        self.examined += n;
-        let mut n = n as usize;
-        let (mut c, mut i) = (self.cursor.0 as usize, self.cursor.1 as usize);
-        while let Some(ch) = self.order.get(c) {
-            let left = ch.seqs.len().saturating_sub(i);
-            if n < left {
-                i += n;
-                break;
-            }
-            n -= left;
-            (c, i) = (c + 1, 0);
-            if n == 0 {
-                break;
-            }
-        }
-        self.cursor = (c as u32, i as u32);
+        self.examined += w.examined;
     }
 
     /// The first waiting entrant in draw order whose QTY is at most
-    /// `free`. Chunks whose bound is above `free` are skipped; a chunk
-    /// scanned without a fit gets its exact bound.
+    /// `free`. Runs whose bound is above `free` are skipped, and so is the
+    /// unproduced tail when its bound is; a run scanned without a fit gets
+    /// its exact bound. Produces the permutation as far as the fit (once:
+    /// produced places stay). Not bounded per call the way DRAW is: when
+    /// the draw ended with its stock handed out before it looked at every
+    /// entrant, a unit that comes back may take as many steps (one SHA-1
+    /// each) as there are places before the first entrant it fits, at
+    /// most the entrants left over the sale's whole life; the tail's bound
+    /// skips the work when nobody there can fit.
     pub(super) fn first_fit(&mut self, free: u64) -> Option<u32> {
-        for c in 0..self.order.len() {
-            if self.order[c].min_qty > free {
+        let o = self.order.as_deref_mut()?;
+        for run in 0..o.run_min.len() {
+            if o.run_min[run] > free {
                 continue;
             }
+            let (from, to) = (run * ORDER_CHUNK, ((run + 1) * ORDER_CHUNK).min(o.produced as usize));
             let mut min = u64::MAX;
-            for &seq in &self.order[c].seqs {
+            for seq in (from..to).map(|p| o.get(p as u32)) {
                 let e = self.entrants[seq as usize];
                 if !e.waiting() {
                     continue;
@@ -498,26 +550,40 @@ impl Draw {
                 }
                 min = min.min(e.qty());
             }
-            self.order[c].min_qty = min;
+            o.run_min[run] = min;
         }
-        None
+        loop {
+            let o = self.order.as_deref_mut()?;
+            if o.rest_min > free {
+                return None;
+            }
+            let place = o.produced;
+            let Some(seq) = self.at(place) else {
+                if let Some(o) = self.order.as_deref_mut() {
+                    o.rest_min = u64::MAX;
+                }
+                return None;
+            };
+            let e = self.entrants[seq as usize];
+            if e.waiting() && e.qty() <= free {
+                return Some(seq);
+            }
+        }
     }
 
-    /// Marks a waiting entrant as won from the waitlist.
+    /// Marks a waiting entrant as won from the waitlist (the bounds stay
+    /// bounds: a winner only raises a minimum).
     pub(super) fn promote(&mut self, seq: u32) {
         self.entrants[seq as usize].set_result(EntrantResult::Promoted);
         self.won += 1;
-        if let Some((c, _)) = self.locate(seq) {
-            let ch = &self.order[c];
-            let min = ch.seqs.iter().map(|&s| self.entrants[s as usize]).filter(Entrant::waiting).map(|e| e.qty()).min();
-            self.order[c].min_qty = min.unwrap_or(u64::MAX);
-        }
     }
 
     /// Restores the draw's progress (RDB load, AOF rewrite) once every
-    /// entrant is back: the stock (`None`: not begun) and the entrants
-    /// looked at.
-    pub(super) fn restore_progress(&mut self, stock: Option<u64>, examined: u32) -> Result<(), EffectError> {
+    /// entrant is back: the stock and what the first DRAW fixed (`None`:
+    /// not begun) and the entrants looked at. `begin.draw_seed`, when
+    /// given, must be the one the seed, the entrants and the beacon value
+    /// give.
+    pub(super) fn restore_progress(&mut self, stock: Option<u64>, examined: u32, begin: Option<&DrawBegin>) -> Result<(), EffectError> {
         if self.stock.is_some() || self.examined != 0 {
             return Err(EffectError("the draw's progress is restored once"));
         }
@@ -527,15 +593,25 @@ impl Draw {
         if stock.is_some_and(|s| s > MAX_TOTAL || self.handed > s) {
             return Err(EffectError("the draw handed out more than its stock"));
         }
+        if stock.is_none() {
+            return Ok(());
+        }
+        let Some(begin) = begin else {
+            return Err(EffectError(OLD_DRAW));
+        };
+        if self.seed_for(begin.beacon.as_deref()) != begin.draw_seed {
+            return Err(EffectError("the draw seed differs from the secret's, the entrants' and the beacon's"));
+        }
+        self.begin(begin.beacon.as_deref());
         // The draw's winners are all among the entrants it looked at.
-        let seen = self.order.iter().flat_map(|c| c.seqs.iter()).take(examined as usize);
-        let drawn_seen = seen.filter(|&&s| self.result(s) == EntrantResult::Drawn).count();
+        let drawn_seen = (0..examined).filter(|&p| self.at(p).is_some_and(|s| self.result(s) == EntrantResult::Drawn)).count();
         let drawn = (0..self.len() as u32).filter(|&s| self.result(s) == EntrantResult::Drawn).count();
         if drawn_seen != drawn {
+            self.order = None;
             return Err(EffectError("a winner of the draw is past the entrants it looked at"));
         }
         self.stock = stock;
-        self.advance(examined);
+        self.examined = examined;
         Ok(())
     }
 
@@ -553,10 +629,11 @@ impl Draw {
         (0..self.len() as u32).map(|s| self.entrant(s))
     }
 
-    /// Entrant numbers in draw order (tests, checks).
+    /// Entrant numbers in draw order, the whole permutation produced
+    /// (tests, checks; empty before the first DRAW).
     #[cfg(test)]
-    pub(super) fn order(&self) -> Vec<u32> {
-        self.order.iter().flat_map(|c| c.seqs.iter().copied()).collect()
+    pub(super) fn order(&mut self) -> Vec<u32> {
+        (0..self.len() as u32).map_while(|p| self.at(p)).collect()
     }
 
     /// Heap bytes, for MEMORY USAGE.
@@ -565,27 +642,38 @@ impl Draw {
             + self.arena.bytes()
             + self.by_user.allocation_size()
             + self.by_reqid.allocation_size()
-            + self.order.capacity() * std::mem::size_of::<OrderChunk>()
-            + self.order.iter().map(|c| c.keys.capacity() * 8 + c.seqs.capacity() * 4).sum::<usize>()
+            + self.order.as_deref().map_or(0, |o| {
+                std::mem::size_of::<Order>() + o.perm.capacity() * 4 + o.run_min.capacity() * 8 + o.beacon.as_ref().map_or(0, |b| b.len())
+            })
     }
 
-    /// The stored order is the full digests' order, chunks within bounds,
-    /// each bound at most its chunk's waiting minimum, the counters right.
+    /// The digest is the entrants', the produced places are a permutation
+    /// prefix, each bound at most its run's waiting minimum, the counters
+    /// right.
     #[cfg(test)]
     pub(super) fn check(&self) -> Result<(), String> {
-        let order = self.order();
-        let mut want: Vec<u32> = (0..self.len() as u32).collect();
-        want.sort_by_key(|&s| self.sort_key(s));
-        if order != want {
-            return Err("draw order is not the digests' order".into());
+        let d = (0..self.len() as u32).fold(EMPTY_DIGEST, |d, s| next_digest(&d, self.user(s), self.qty(s)));
+        if d != self.digest {
+            return Err("the entrant digest is not the entrants'".into());
         }
-        for ch in &self.order {
-            if ch.keys.is_empty() || ch.keys.len() > ORDER_CHUNK {
-                return Err(format!("order chunk of {} entries", ch.keys.len()));
+        if let Some(o) = self.order.as_deref() {
+            let mut seen = vec![false; self.len()];
+            for s in (0..o.perm.len() as u32).map(|p| o.get(p)) {
+                if std::mem::replace(&mut seen[s as usize], true) {
+                    return Err("the permutation repeats an entrant".into());
+                }
             }
-            let min = ch.seqs.iter().map(|&s| self.entrants[s as usize]).filter(Entrant::waiting).map(|e| e.qty()).min();
-            if ch.min_qty > min.unwrap_or(u64::MAX) {
-                return Err("an order chunk's bound is above its minimum".into());
+            let waiting = |places: std::ops::Range<usize>| {
+                places.map(|p| self.entrants[o.get(p as u32) as usize]).filter(Entrant::waiting).map(|e| e.qty()).min()
+            };
+            for (run, &bound) in o.run_min.iter().enumerate() {
+                let (from, to) = (run * ORDER_CHUNK, ((run + 1) * ORDER_CHUNK).min(o.produced as usize));
+                if bound > waiting(from..to).unwrap_or(u64::MAX) {
+                    return Err("a run's bound is above its minimum".into());
+                }
+            }
+            if o.rest_min > waiting(o.produced as usize..o.perm.len()).unwrap_or(u64::MAX) {
+                return Err("the tail's bound is above its minimum".into());
             }
         }
         let won = (0..self.len() as u32).filter(|&s| self.result(s) != EntrantResult::Entered).count();
@@ -596,27 +684,18 @@ impl Draw {
     }
 }
 
-fn prefix_of(key: &[u8; 32]) -> u64 {
-    let mut p = [0u8; 8];
-    p.copy_from_slice(&key[..8]);
-    let p = u64::from_be_bytes(p);
-    #[cfg(test)]
-    let p = p & PREFIX_MASK.with(std::cell::Cell::get);
-    p
-}
-
-#[cfg(test)]
-thread_local! {
-    /// Tests keep fewer prefix bits, so that many entrants share a prefix
-    /// and the full digests must order them.
-    pub(super) static PREFIX_MASK: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
-}
+/// Why a draw begun before draw v2 does not load: its order (ascending
+/// `SHA-256(seed || user)`) is not this version's.
+pub const OLD_DRAW: &str =
+    "a draw begun before draw v2 (encoding 4 or 5, or its effects) cannot be continued by this version: finish it with the version that began it";
 
 impl PartialEq for Draw {
     fn eq(&self, other: &Draw) -> bool {
         self.seed == other.seed
+            && self.digest == other.digest
             && self.stock == other.stock
             && self.examined == other.examined
+            && self.begun() == other.begun()
             && self.len() == other.len()
             && self.all().zip(other.all()).all(|(a, b)| a == b)
     }

@@ -4,8 +4,9 @@
 //! explicit, as everywhere in `Sale`.
 
 use super::buyers::Buyers;
-use super::draw::{self, EntrantRec, EntrantResult};
+use super::draw::{self, DrawBegin, EntrantRec, EntrantResult};
 use super::{DrawReport, DrawStep, Sale};
+use crate::rules::config::MAX_BEACON_VALUE;
 use crate::rules::fence::ReplId;
 use crate::rules::outcome::{EffectError, EnterRefusal};
 use crate::rules::reservation::{Reservation, State};
@@ -84,16 +85,48 @@ impl Sale {
     }
 
     /// Every entrant in entry order, and the draw's progress (stock,
-    /// entrants looked at): what RDB and AOF rewrite keep.
-    pub fn draw_state(&self) -> Option<(impl Iterator<Item = EntrantRec> + '_, Option<u64>, u32)> {
-        self.draw.as_ref().map(|d| (d.all(), d.stock(), d.examined()))
+    /// entrants looked at, what the first DRAW fixed): what RDB and AOF
+    /// rewrite keep.
+    #[allow(clippy::type_complexity)]
+    pub fn draw_state(&self) -> Option<(impl Iterator<Item = EntrantRec> + '_, Option<u64>, u32, Option<DrawBegin>)> {
+        self.draw.as_ref().map(|d| (d.all(), d.stock(), d.examined(), d.begun()))
     }
 
     /// Restores the draw's progress once its entrants are back (RDB load,
-    /// AOF rewrite).
-    pub fn restore_draw(&mut self, stock: Option<u64>, examined: u32) -> Result<(), EffectError> {
+    /// AOF rewrite). A begun draw needs what its first DRAW fixed, checked
+    /// against the sale's beacon declaration.
+    pub fn restore_draw(&mut self, stock: Option<u64>, examined: u32, begin: Option<&DrawBegin>) -> Result<(), EffectError> {
+        if begin.is_some_and(|b| b.beacon.is_some() != self.config.beacon.is_some()) {
+            return Err(EffectError("the beacon value does not fit the sale's beacon declaration"));
+        }
         let d = self.draw.as_deref_mut().ok_or(EffectError("the sale is not a draw sale"))?;
-        d.restore_progress(stock, examined)
+        d.restore_progress(stock, examined, begin)
+    }
+
+    /// The draw seed a first DRAW with `beacon` fixes (`None`: not a draw
+    /// sale).
+    pub fn draw_seed_for(&self, beacon: Option<&[u8]>) -> Option<[u8; 32]> {
+        self.draw.as_deref().map(|d| d.seed_for(beacon))
+    }
+
+    /// DRAW's BEACON checks, after the command's others (docs/draw-v2):
+    /// the error's text, or `Ok` when `beacon` fits the sale and the draw.
+    pub fn check_beacon(&self, beacon: Option<&[u8]>) -> Result<(), &'static str> {
+        let Some(d) = self.draw.as_deref() else { return Ok(()) };
+        if beacon.is_some_and(|b| b.is_empty() || b.len() > MAX_BEACON_VALUE) {
+            return Err("ERR BEACON value must be 1 to 1024 bytes");
+        }
+        if self.config.beacon.is_none() {
+            return match beacon {
+                Some(_) => Err("ERR the sale declared no beacon"),
+                None => Ok(()),
+            };
+        }
+        match (d.begun(), beacon) {
+            (None, None) => Err("ERR the sale declared a beacon: the first DRAW needs BEACON value"),
+            (Some(b), Some(v)) if b.beacon.as_deref() != Some(v) => Err("ERR BEACON differs from the value the draw began with"),
+            _ => Ok(()),
+        }
     }
 
     pub fn draw_report(&self) -> Option<DrawReport> {
@@ -107,6 +140,9 @@ impl Sale {
             draw_stock: d.stock(),
             seed_commitment: draw::commitment(d.seed()),
             seed: d.stock().map(|_| *d.seed()),
+            entrants_digest: *d.digest(),
+            beacon: self.config.beacon.clone(),
+            begun: d.begun(),
         })
     }
 
@@ -157,13 +193,18 @@ impl Sale {
 
     /// One DRAW call on the master at `now_ms`: at most `count` winners,
     /// at most `4 * count` entrants looked at. `None` when it changes
-    /// nothing (not a draw sale, or the draw is complete). Winners become
-    /// pending reservations as they are drawn.
-    pub fn draw_step(&mut self, count: usize, now_ms: u64) -> Option<DrawStep> {
-        let d = self.draw.as_deref()?;
-        let stock = d.stock().unwrap_or(self.remaining);
+    /// nothing (not a draw sale, or the draw is complete). The first call
+    /// fixes the order from `beacon` (checked first: `check_beacon`).
+    /// Winners become pending reservations as they are drawn.
+    pub fn draw_step(&mut self, count: usize, now_ms: u64, beacon: Option<&[u8]>) -> Option<DrawStep> {
+        let remaining = self.remaining;
+        let d = self.draw.as_deref_mut()?;
+        let stock = d.stock().unwrap_or(remaining);
         let first = d.stock().is_none();
-        let (max_examined, budget, remaining) = (count.saturating_mul(4), d.budget(self.remaining), self.remaining);
+        if first {
+            d.begin(beacon);
+        }
+        let (max_examined, budget) = (count.saturating_mul(4), d.budget(remaining));
         let mut walk = d.walk(count, max_examined, budget, remaining);
         if !first && walk.examined == 0 {
             return None;
@@ -179,28 +220,52 @@ impl Sale {
         if winners.len() < walk.winners.len() {
             // Cannot happen (the walk checked the stock): stop right after
             // the last winner made.
-            walk = self.draw.as_deref()?.walk(winners.len(), max_examined, budget, remaining);
+            walk = self.draw.as_deref_mut()?.walk(winners.len(), max_examined, budget, remaining);
         }
-        self.draw.as_deref_mut()?.apply_walk(stock, &walk);
-        Some(DrawStep { stock, examined: walk.examined, winners })
+        let d = self.draw.as_deref_mut()?;
+        d.apply_walk(stock, &walk);
+        let begin = if first { d.begun() } else { None };
+        Some(DrawStep { stock, examined: walk.examined, winners, begin })
     }
 
-    /// A DRAW call's effect replayed: the same walk must give the same
+    /// A DRAW call's effect replayed: the first call carries what it fixed
+    /// (`begin`: the beacon value, and the draw seed, recomputed here and
+    /// compared), a later one nothing; the same walk must give the same
     /// winners; checked whole before anything changes.
-    pub fn apply_drawn(&mut self, stock: u64, examined: u32, recs: &[Reservation]) -> Result<(), EffectError> {
-        let d = self.draw.as_deref().ok_or(EffectError("the sale is not a draw sale"))?;
+    pub fn apply_drawn(&mut self, stock: u64, examined: u32, recs: &[Reservation], begin: Option<&DrawBegin>) -> Result<(), EffectError> {
+        let (remaining, declared) = (self.remaining, self.config.beacon.is_some());
+        let d = self.draw.as_deref_mut().ok_or(EffectError("the sale is not a draw sale"))?;
         d.check_stock(stock)?;
-        let budget = if d.stock().is_none() { stock } else { d.budget(self.remaining) };
-        let walk = d.walk(usize::MAX, examined as usize, budget, self.remaining);
+        let first = d.stock().is_none();
+        match (first, begin) {
+            (true, None) => return Err(EffectError(draw::OLD_DRAW)),
+            (false, Some(_)) => return Err(EffectError("the draw has begun already")),
+            (true, Some(b)) if b.beacon.is_some() != declared => {
+                return Err(EffectError("the beacon value does not fit the sale's beacon declaration"))
+            }
+            (true, Some(b)) if d.seed_for(b.beacon.as_deref()) != b.draw_seed => {
+                return Err(EffectError("the draw seed differs from the secret's, the entrants' and the beacon's"))
+            }
+            (true, Some(b)) => d.begin(b.beacon.as_deref()),
+            (false, None) => {}
+        }
+        let budget = if first { stock } else { d.budget(remaining) };
+        let walk = d.walk(usize::MAX, examined as usize, budget, remaining);
         let same = walk.examined == examined
             && walk.winners.len() == recs.len()
             && walk.winners.iter().zip(recs).all(|(&s, r)| d.user(s) == &*r.user && d.qty(s) == r.qty && r.state == State::Pending);
-        if !same || (d.stock().is_none() && stock != self.remaining) {
+        if !same || (first && stock != remaining) {
+            d.abandon();
             return Err(EffectError("the draw's winners differ"));
         }
         self.presize_for_draw(stock);
         if !recs.is_empty() {
-            self.add_records(recs)?;
+            if let Err(e) = self.add_records(recs) {
+                if let Some(d) = self.draw.as_deref_mut() {
+                    d.abandon();
+                }
+                return Err(e);
+            }
         }
         self.draw.as_deref_mut().ok_or(EffectError("the sale is not a draw sale"))?.apply_walk(stock, &walk);
         Ok(())

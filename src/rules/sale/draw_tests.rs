@@ -1,11 +1,16 @@
-//! Draw sales through the sale's API: the order against a reference sort
-//! of the digests, the draw's budget and bounded steps, the waitlist, a
-//! replica applying the master's effects, the encodings, and fairness.
+//! Draw sales through the sale's API: the order against a reference
+//! Fisher-Yates written here from the contract (docs/draw-sales.md), the
+//! digest chain, the BEACON rules, the draw's budget and bounded steps, the
+//! waitlist, a replica applying the master's effects, the encodings, and
+//! fairness.
 
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::draw::{draw_key, PREFIX_MASK};
+use sha1::Sha1;
+use sha2::{Digest, Sha256};
+
+use super::draw::{DrawBegin, ORDER_CHUNK};
 use super::*;
 use crate::rules::effect::Effect;
 
@@ -27,11 +32,13 @@ fn seed_of(n: u64) -> Seed {
 struct Pair {
     master: Sale,
     replica: Sale,
+    /// The BEACON value each DRAW gives.
+    beacon: Option<Vec<u8>>,
 }
 
 impl Pair {
     fn new(config: SaleConfig) -> Pair {
-        Pair { master: Sale::new(config.clone()), replica: Sale::new(config) }
+        Pair { master: Sale::new(config.clone()), replica: Sale::new(config), beacon: None }
     }
 
     fn replay(&mut self, effect: &Effect) {
@@ -48,13 +55,15 @@ impl Pair {
 
     /// A DRAW call, then the waitlist's turn (as `Committer::write`).
     fn draw(&mut self, count: usize, now: u64) -> usize {
-        let Some(step) = self.master.draw_step(count, now) else {
+        let beacon = self.beacon.clone();
+        assert_eq!(self.master.check_beacon(beacon.as_deref()), Ok(()));
+        let Some(step) = self.master.draw_step(count, now, beacon.as_deref()) else {
             self.promote(now);
             return 0;
         };
         assert!(step.winners.len() <= count && step.examined as usize <= 4 * count, "a step's work is bounded");
         let n = step.winners.len();
-        self.replay(&Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners });
+        self.replay(&Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners, begin: step.begin });
         self.promote(now);
         n
     }
@@ -86,11 +95,49 @@ fn user(i: usize) -> Vec<u8> {
     format!("user:{i}").into_bytes()
 }
 
-/// Entrant numbers in ascending `SHA-256(seed || user)`.
-fn reference_order(seed: &Seed, users: &[Vec<u8>]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..users.len()).collect();
-    order.sort_by_key(|&i| draw_key(seed, &users[i]));
-    order
+/// The entrant digest, written from the contract: `D0` zeros, then
+/// `SHA256(D || u32be(len(user)) || user || u32be(qty))` per entrant.
+fn reference_digest(users: &[Vec<u8>], qty: &[u64]) -> [u8; 32] {
+    users.iter().zip(qty).fold([0u8; 32], |d, (u, &q)| {
+        let mut m = d.to_vec();
+        m.extend_from_slice(&(u.len() as u32).to_be_bytes());
+        m.extend_from_slice(u);
+        m.extend_from_slice(&(q as u32).to_be_bytes());
+        Sha256::digest(&m).into()
+    })
+}
+
+/// `uniform(S, j, m)` written from the contract, with u128 arithmetic.
+fn reference_uniform(s: &[u8; 32], j: u32, m: u64) -> u64 {
+    let limit = (1u128 << 48) / u128::from(m) * u128::from(m);
+    for c in 0u32.. {
+        let mut msg = s.to_vec();
+        msg.extend_from_slice(&j.to_be_bytes());
+        msg.extend_from_slice(&c.to_be_bytes());
+        let h = Sha1::digest(&msg);
+        let x = h[..6].iter().fold(0u128, |x, &b| x * 256 + u128::from(b));
+        if x < limit {
+            return (x % u128::from(m)) as u64;
+        }
+    }
+    unreachable!()
+}
+
+/// The draw order written from the contract: `S = SHA256(secret || D ||
+/// beacon)`, then Fisher-Yates over the arrival indices.
+fn reference_order_with(seed: &Seed, users: &[Vec<u8>], qty: &[u64], beacon: &[u8]) -> Vec<usize> {
+    let s: [u8; 32] = Sha256::digest([&seed[..], &reference_digest(users, qty), beacon].concat()).into();
+    let n = users.len();
+    let mut a: Vec<usize> = (0..n).collect();
+    for j in 0..n {
+        let t = j + reference_uniform(&s, j as u32, (n - j) as u64) as usize;
+        a.swap(j, t);
+    }
+    a
+}
+
+fn reference_order(seed: &Seed, users: &[Vec<u8>], qty: &[u64]) -> Vec<usize> {
+    reference_order_with(seed, users, qty, b"")
 }
 
 /// The draw as the contract states it: walk the order, each entrant whose
@@ -98,7 +145,7 @@ fn reference_order(seed: &Seed, users: &[Vec<u8>]) -> Vec<usize> {
 fn reference_winners(seed: &Seed, users: &[Vec<u8>], qty: &[u64], stock: u64) -> Vec<usize> {
     let mut left = stock;
     let mut winners = Vec::new();
-    for i in reference_order(seed, users) {
+    for i in reference_order(seed, users, qty) {
         if qty[i] <= left {
             left -= qty[i];
             winners.push(i);
@@ -112,22 +159,126 @@ fn results(sale: &Sale) -> Vec<EntrantResult> {
     sale.entrants_page(0, usize::MAX).1.into_iter().map(|e| e.result).collect()
 }
 
+/// The order is the reference Fisher-Yates for every entrant count around
+/// the run size, with and without a beacon, however the work is split.
 #[test]
-fn order_is_the_digests_order_even_when_prefixes_tie() {
-    for mask in [u64::MAX, 0xf000_0000_0000_0000, 0] {
-        PREFIX_MASK.with(|m| m.set(mask));
-        let seed = seed_of(mask);
-        let mut s = Sale::new(config(10, 1, 0, seed));
-        let users: Vec<Vec<u8>> = (0..700).map(user).collect();
-        for u in &users {
-            let e = s.decide_enter(u, 1, None, 0).unwrap();
+fn order_is_the_reference_fisher_yates() {
+    for (n, beacon) in [(0, None), (1, None), (2, Some(&b"b"[..])), (7, None), (ORDER_CHUNK + 3, Some(&b"drand 1"[..])), (700, None)] {
+        let seed = seed_of(n as u64);
+        let users: Vec<Vec<u8>> = (0..n).map(user).collect();
+        let qty: Vec<u64> = (0..n).map(|i| 1 + (i as u64 % 2)).collect();
+        let mut s = Sale::new(SaleConfig { beacon: beacon.map(Into::into), ..config(1000, 2, 0, seed) });
+        for (u, &q) in users.iter().zip(&qty) {
+            let e = s.decide_enter(u, q, None, 0).unwrap();
             s.add_entrants(&[e]).unwrap();
         }
-        let want: Vec<u32> = reference_order(&seed, &users).into_iter().map(|i| i as u32).collect();
-        assert_eq!(s.draw.as_ref().unwrap().order(), want, "mask {mask:x}");
+        assert_eq!(s.draw_report().unwrap().entrants_digest, reference_digest(&users, &qty));
+        let want: Vec<u32> = reference_order_with(&seed, &users, &qty, beacon.unwrap_or_default()).into_iter().map(|i| i as u32).collect();
+        // Produced in uneven pieces: a DRAW of 1 (examines at most 4), then the rest.
+        let step = s.draw_step(1, END, beacon).unwrap();
+        let b = step.begin.unwrap();
+        assert_eq!(b.beacon.as_deref(), beacon);
+        let d: [u8; 32] = Sha256::digest([&seed[..], &reference_digest(&users, &qty), beacon.unwrap_or_default()].concat()).into();
+        assert_eq!(b.draw_seed, d, "S = SHA256(secret || D || beacon)");
+        assert_eq!(s.draw.as_mut().unwrap().order(), want, "n {n}");
         s.check_internals().unwrap();
     }
-    PREFIX_MASK.with(|m| m.set(u64::MAX));
+}
+
+/// `uniform` rejects a word at or above the largest multiple of m below
+/// 2^48 and takes the next counter's; with m = 2^47 + 1 about half the
+/// words are rejected.
+#[test]
+fn uniform_rejects_and_retries() {
+    use super::draw::{draw_word, uniform};
+    let s = seed_of(99);
+    let m = (1u64 << 47) + 1;
+    let limit = m; // floor(2^48 / m) = 1
+    let mut rejected = 0;
+    for j in 0..64u32 {
+        let first = draw_word(&s, j, 0);
+        let want = reference_uniform(&s, j, m);
+        assert_eq!(uniform(&s, j, m), want);
+        if first >= limit {
+            rejected += 1;
+            let c = (1u32..).find(|&c| draw_word(&s, j, c) < limit).unwrap();
+            assert_eq!(want, draw_word(&s, j, c) % m, "j {j}: the first word under the limit");
+        } else {
+            assert_eq!(want, first % m);
+        }
+    }
+    assert!(rejected > 10, "the rejection path ran ({rejected} of 64)");
+    // m = 1 always gives 0; m = 3 matches the reference.
+    for j in 0..100 {
+        assert_eq!(uniform(&s, j, 1), 0);
+        assert_eq!(uniform(&s, j, 3), reference_uniform(&s, j, 3));
+    }
+}
+
+/// The digest chain moves on every new entrant only, and INFO reports it.
+#[test]
+fn digest_chain() {
+    let mut p = Pair::new(config(5, 3, 0, seed_of(11)));
+    assert_eq!(p.master.draw_report().unwrap().entrants_digest, [0; 32]);
+    let users: Vec<Vec<u8>> = vec![b"a".to_vec(), b"\x00\xff bin".to_vec(), user(7)];
+    let qty = [1, 3, 2];
+    for (k, (u, &q)) in users.iter().zip(&qty).enumerate() {
+        p.enter(u, q, None, 0).unwrap();
+        assert_eq!(p.master.draw_report().unwrap().entrants_digest, reference_digest(&users[..=k], &qty[..=k]));
+    }
+    let before = p.master.draw_report().unwrap().entrants_digest;
+    assert_eq!(p.enter(b"a", 1, None, 1), Err(EnterRefusal::AlreadyEntered));
+    assert_eq!(p.master.draw_report().unwrap().entrants_digest, before, "a refusal changes nothing");
+    // D1 by hand: SHA256(32 zeros || 00000001 || 'a' || 00000001).
+    let d1: [u8; 32] = Sha256::digest([&[0u8; 32][..], &[0, 0, 0, 1], b"a", &[0, 0, 0, 1]].concat()).into();
+    assert_eq!(reference_digest(&users[..1], &qty[..1]), d1);
+    p.check();
+}
+
+/// The BEACON errors, in the contract's order, each changing nothing; the
+/// first DRAW fixes the value, a later one may repeat it or leave it out.
+#[test]
+fn beacon_rules() {
+    let declared = SaleConfig { beacon: Some(b"drand quicknet round 1234567".to_vec().into()), ..config(3, 1, 0, seed_of(12)) };
+    let mut p = Pair::new(declared);
+    for i in 0..10 {
+        p.enter(&user(i), 1, None, 0).unwrap();
+    }
+    let before = p.master.clone();
+    let long = vec![b'x'; 1025];
+    for (beacon, err) in [
+        (None, "ERR the sale declared a beacon: the first DRAW needs BEACON value"),
+        (Some(&b""[..]), "ERR BEACON value must be 1 to 1024 bytes"),
+        (Some(&long[..]), "ERR BEACON value must be 1 to 1024 bytes"),
+    ] {
+        assert_eq!(p.master.check_beacon(beacon), Err(err));
+    }
+    assert!(p.master == before && p.master.draw_report() == before.draw_report());
+    assert_eq!(p.master.check_beacon(Some(&long[..1024])), Ok(()));
+    p.beacon = Some(b"v1".to_vec());
+    assert_eq!(p.draw(1, END), 1);
+    let r = p.master.draw_report().unwrap();
+    assert_eq!(r.begun.as_ref().unwrap().beacon.as_deref(), Some(&b"v1"[..]));
+    let after_first = p.master.clone();
+    assert_eq!(p.master.check_beacon(Some(b"v2")), Err("ERR BEACON differs from the value the draw began with"));
+    assert!(p.master == after_first);
+    assert_eq!(p.master.check_beacon(None), Ok(()));
+    assert_eq!(p.master.check_beacon(Some(b"v1")), Ok(()));
+    p.beacon = None;
+    p.draw(1, END);
+    p.beacon = Some(b"v1".to_vec());
+    p.draw(1, END);
+    assert_eq!(p.master.draw_report().unwrap().begun, r.begun, "later DRAWs keep what the first fixed");
+    p.check();
+    // A sale that declared none takes no BEACON.
+    let mut q = Pair::new(config(3, 1, 0, seed_of(12)));
+    q.enter(b"a", 1, None, 0).unwrap();
+    assert_eq!(q.master.check_beacon(Some(b"v")), Err("ERR the sale declared no beacon"));
+    assert_eq!(q.master.check_beacon(Some(b"")), Err("ERR BEACON value must be 1 to 1024 bytes"));
+    assert_eq!(q.master.check_beacon(None), Ok(()));
+    // The same entrants and secret with two beacon values: two orders.
+    let users: Vec<Vec<u8>> = (0..50).map(user).collect();
+    assert_ne!(reference_order_with(&seed_of(12), &users, &[1; 50], b"v1"), reference_order_with(&seed_of(12), &users, &[1; 50], b"v2"));
 }
 
 #[test]
@@ -211,7 +362,7 @@ fn units_released_during_the_draw_wait_for_the_waitlist() {
     let res = results(&p.master);
     let drawn: Vec<usize> = (0..30).filter(|&i| res[i] == EntrantResult::Drawn).collect();
     assert_eq!(drawn, reference_winners(&seed, &users, &[1; 30], 6));
-    let order = reference_order(&seed, &users);
+    let order = reference_order(&seed, &users, &[1; 30]);
     let next = order.iter().copied().find(|i| !drawn.contains(i)).unwrap();
     assert_eq!(res[next], EntrantResult::Promoted);
     assert_eq!(p.master.remaining(), 0);
@@ -230,7 +381,7 @@ fn waitlist_follows_the_order_and_skips_what_does_not_fit() {
     while p.master.left_to_draw() > 0 || p.master.draw_report().unwrap().draw_stock.is_none() {
         p.draw(1000, END);
     }
-    let order = reference_order(&seed, &users);
+    let order = reference_order(&seed, &users, &qty);
     // Release winners one by one: each unit that comes back goes to the
     // first waiting entrant in draw order whose QTY fits.
     for round in 0..6 {
@@ -289,9 +440,10 @@ fn encodings_keep_the_draw() {
     // A payload whose progress does not fit its entrants is refused.
     let bytes = crate::wire::encoding::encode(&p.master);
     let examined = p.master.draw.as_ref().unwrap().examined();
-    let tail = if examined < 128 { 1 } else { 2 };
+    // The tail: examined, then the (empty) beacon value's length.
+    let tail = if examined < 128 { 2 } else { 3 };
     let mut b = bytes[..bytes.len() - tail].to_vec();
-    b.push(0);
+    b.extend([0, 0]);
     assert!(examined > 0 && crate::wire::encoding::decode(&b).is_err(), "examined 0 with winners");
 }
 
@@ -301,20 +453,82 @@ fn a_replica_refuses_a_draw_that_differs() {
     for i in 0..10 {
         p.enter(&user(i), 1, None, 0).unwrap();
     }
-    let step = p.master.clone().draw_step(2, END).unwrap();
+    let step = p.master.clone().draw_step(2, END, None).unwrap();
     let before = p.replica.clone();
     let mut wrong = step.winners.clone();
     wrong.reverse();
     assert_eq!(wrong.len(), 2);
+    let begin = step.begin.clone();
+    let other_seed = Some(DrawBegin { beacon: None, draw_seed: [7; 32] });
+    let a_beacon = begin.clone().map(|b| DrawBegin { beacon: Some(b"v".to_vec().into()), ..b });
     for bad in [
-        Effect::Drawn { stock: step.stock, examined: step.examined, records: wrong },
-        Effect::Drawn { stock: step.stock + 1, examined: step.examined, records: step.winners.clone() },
-        Effect::Drawn { stock: step.stock, examined: step.examined + 1, records: step.winners.clone() },
+        Effect::Drawn { stock: step.stock, examined: step.examined, records: wrong, begin: begin.clone() },
+        Effect::Drawn { stock: step.stock + 1, examined: step.examined, records: step.winners.clone(), begin: begin.clone() },
+        Effect::Drawn { stock: step.stock, examined: step.examined + 1, records: step.winners.clone(), begin: begin.clone() },
+        Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners.clone(), begin: None },
+        Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners.clone(), begin: other_seed },
+        Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners.clone(), begin: a_beacon },
         Effect::Promoted(step.winners.clone()),
     ] {
         assert!(bad.apply(&mut p.replica).is_err(), "{bad:?}");
         assert!(p.replica == before);
+        assert_eq!(p.replica.draw_report(), before.draw_report());
     }
+    let good = Effect::Drawn { stock: step.stock, examined: step.examined, records: step.winners.clone(), begin };
+    good.apply(&mut p.replica).unwrap();
+    // A later call carries no begin: one that does is refused.
+    let again = Effect::Drawn { stock: step.stock, examined: 0, records: vec![], begin: step.begin.clone() };
+    let before = p.replica.clone();
+    assert!(again.apply(&mut p.replica).is_err());
+    assert!(p.replica == before);
+}
+
+/// A replica promoted in the middle of the draw (and a copy reloaded from
+/// the RDB encoding) continues the permutation exactly as the master would:
+/// the same winners, the same waitlist promotions, byte for byte.
+#[test]
+fn a_promoted_replica_continues_the_permutation() {
+    let beacon = b"round 5".to_vec();
+    let cfg = SaleConfig { beacon: Some(beacon.clone().into()), ..config(30, 3, 0, seed_of(13)) };
+    let mut p = Pair::new(cfg);
+    p.beacon = Some(beacon.clone());
+    for i in 0..500 {
+        p.enter(&user(i), 1 + i as u64 % 3, None, 0).unwrap();
+    }
+    p.draw(2, END);
+    p.draw(3, END);
+    p.check();
+    let mut master = p.master.clone();
+    let mut promoted = p.replica.clone();
+    let mut reloaded = crate::wire::encoding::decode(&crate::wire::encoding::encode(&p.master)).unwrap();
+    for s in [&mut master, &mut promoted, &mut reloaded] {
+        while s.left_to_draw() > 0 {
+            s.draw_step(4, END + 1, None).unwrap();
+        }
+        let first = s.records().next().unwrap().id();
+        assert_eq!(s.release(&first, State::Released), ReleaseOutcome::Released);
+        s.promote_step(10, END + 2, || crate::rules::fence::id(b'0'));
+    }
+    let bytes = crate::wire::encoding::encode(&master);
+    assert_eq!(crate::wire::encoding::encode(&promoted), bytes);
+    assert_eq!(crate::wire::encoding::encode(&reloaded), bytes);
+    assert!(master.draw_report().unwrap().begun.is_some());
+    // And all of it is the reference order's walk.
+    let users: Vec<Vec<u8>> = (0..500).map(user).collect();
+    let qty: Vec<u64> = (0..500).map(|i| 1 + i as u64 % 3).collect();
+    let order = reference_order_with(&seed_of(13), &users, &qty, &beacon);
+    let mut left = 30;
+    let mut want = Vec::new();
+    for &i in &order {
+        if qty[i] <= left {
+            left -= qty[i];
+            want.push(i);
+        }
+    }
+    want.sort_unstable();
+    let res = results(&master);
+    let drawn: Vec<usize> = (0..500).filter(|&i| res[i] == EntrantResult::Drawn).collect();
+    assert_eq!(drawn, want);
 }
 
 proptest! {
@@ -330,9 +544,11 @@ proptest! {
         total in 0u64..40,
         counts in vec(1usize..5, 1..40),
         releases in vec(any::<prop::sample::Index>(), 0..10),
+        beacon in prop::option::of(vec(any::<u8>(), 1..40)),
     ) {
         let users: Vec<Vec<u8>> = (0..qtys.len()).map(user).collect();
-        let mut p = Pair::new(config(total, 3, 0, seed));
+        let mut p = Pair::new(SaleConfig { beacon: beacon.as_ref().map(|_| b"b".to_vec().into()), ..config(total, 3, 0, seed) });
+        p.beacon = beacon.clone();
         for (u, &q) in users.iter().zip(&qtys) {
             p.enter(u, q, None, 0).unwrap();
         }
@@ -343,7 +559,16 @@ proptest! {
         }
         let res = results(&p.master);
         let drawn: Vec<usize> = (0..users.len()).filter(|&i| res[i] == EntrantResult::Drawn).collect();
-        prop_assert_eq!(drawn, reference_winners(&seed, &users, &qtys, total));
+        let mut left = total;
+        let mut want = Vec::new();
+        for i in reference_order_with(&seed, &users, &qtys, beacon.as_deref().unwrap_or_default()) {
+            if qtys[i] <= left {
+                left -= qtys[i];
+                want.push(i);
+            }
+        }
+        want.sort_unstable();
+        prop_assert_eq!(drawn, want);
         p.check();
         for ix in releases {
             let pending: Vec<Box<[u8]>> = p.master.records().filter(|r| r.state() == State::Pending).map(|r| r.id()).collect();
@@ -379,7 +604,7 @@ fn fairness_chi_square() {
             let e = sale.decide_enter(u, 1, None, 0).unwrap();
             sale.add_entrants(&[e]).unwrap();
         }
-        let step = sale.draw_step(1000, END).unwrap();
+        let step = sale.draw_step(1000, END, None).unwrap();
         assert_eq!(step.winners.len() as u64, K);
         for (i, r) in results(&sale).into_iter().enumerate() {
             wins[i] += u64::from(r == EntrantResult::Drawn);
@@ -394,7 +619,7 @@ fn fairness_chi_square() {
 /// One run of `draw_scale`: per-call nanoseconds of every ENTER, every
 /// DRAW and every promotion step, and the heap per entrant beyond its
 /// user id.
-fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
+fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64, f64) {
     use std::time::Instant;
     let mut s = Sale::new(SaleConfig { total: 200_000, ..config(0, 3, 0, seed_of(9)) });
     let heap0 = s.heap_estimate();
@@ -412,10 +637,16 @@ fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
         enters.push(t.elapsed().as_nanos() as u64);
     }
     let per_entrant = (s.heap_estimate() - heap0 - user_bytes) as f64 / n as f64;
+    let mut drawn_per_entrant = 0.0;
     loop {
         let t = Instant::now();
-        let step = s.draw_step(count, END);
+        let step = s.draw_step(count, END, None);
         draws.push(t.elapsed().as_nanos() as u64);
+        if draws.len() == 1 {
+            // The permutation array is there from the first DRAW on; the
+            // winners' reservations are not counted.
+            drawn_per_entrant = (s.heap_estimate() - heap0 - user_bytes) as f64 / n as f64;
+        }
         if step.is_none() || s.left_to_draw() == 0 {
             break;
         }
@@ -429,7 +660,7 @@ fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
         s.promote_step(128, END, || crate::rules::fence::id(b'0'));
         promotions.push(t.elapsed().as_nanos() as u64);
     }
-    (enters, draws, promotions, per_entrant)
+    (enters, draws, promotions, per_entrant, drawn_per_entrant)
 }
 
 /// Figures, not assertions: `cargo test --release --lib
@@ -445,8 +676,8 @@ fn scale_run(n: usize, count: usize) -> (Vec<u64>, Vec<u64>, Vec<u64>, f64) {
 fn draw_scale() {
     const N: usize = 1_000_000;
     let count = std::env::var("DRAW_SCALE_COUNT").ok().and_then(|c| c.parse().ok()).unwrap_or(1000);
-    let (e1, d1, p1, per_entrant) = scale_run(N, count);
-    let (e2, d2, p2, _) = scale_run(N, count);
+    let (e1, d1, p1, per_entrant, drawn_per_entrant) = scale_run(N, count);
+    let (e2, d2, p2, _, _) = scale_run(N, count);
     let worst = |a: &[u64], b: &[u64]| -> (f64, usize) {
         let (i, ns) = a.iter().zip(b).map(|(x, y)| *x.min(y)).enumerate().max_by_key(|&(_, ns)| ns).unwrap_or((0, 0));
         (ns as f64 / 1e6, i)
@@ -457,8 +688,10 @@ fn draw_scale() {
     }
     println!(
         "draw_scale: {N} entrants: ENTER max {e:.3} ms (call {ei}); DRAW COUNT {count} max {d:.3} ms (call {di} of {}); \
-         waitlist promotion step max {p:.3} ms; heap {per_entrant:.1} B per entrant beyond its user id",
-        d1.len()
+         first DRAW {first:.3} ms; waitlist promotion step max {p:.3} ms; heap {per_entrant:.1} B per entrant beyond its user id \
+         before the draw, {drawn_per_entrant:.1} B after the first DRAW (with its 1000 winners' reservations)",
+        d1.len(),
+        first = d1[0].min(d2[0]) as f64 / 1e6,
     );
 }
 
@@ -469,7 +702,7 @@ fn draw_scale() {
 fn generated_ids_leave_entrants_reqids_alone() {
     let seed = seed_of(8);
     let users: Vec<Vec<u8>> = (0..6).map(user).collect();
-    let order = reference_order(&seed, &users);
+    let order = reference_order(&seed, &users, &[1; 6]);
     let mut p = Pair::new(config(6, 1, 0, seed));
     // The last in draw order asks for the id the first winner would get.
     for (i, u) in users.iter().enumerate() {

@@ -65,7 +65,7 @@ use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 pub use crate::rules::outcome::{ConfirmOutcome, EffectError, EnterRefusal, Refusal, ReleaseOutcome, TransferRefusal};
 pub use accepted::Accepted;
-pub use draw::{EntrantRec, EntrantResult, Seed};
+pub use draw::{DrawBegin, EntrantRec, EntrantResult, Seed};
 pub use records::{RecordView, Tally};
 
 use accepted::{AcceptedId, Takes};
@@ -98,6 +98,8 @@ pub struct DrawStep {
     pub stock: u64,
     pub examined: u32,
     pub winners: Vec<Reservation>,
+    /// The first DRAW's: what it fixed (its effect carries it).
+    pub begin: Option<DrawBegin>,
 }
 
 /// What INFO reports of a draw sale.
@@ -111,6 +113,12 @@ pub struct DrawReport {
     pub seed_commitment: [u8; 32],
     /// Revealed once the draw has begun.
     pub seed: Option<Seed>,
+    /// The entrant digest `D` so far.
+    pub entrants_digest: [u8; 32],
+    /// The declared beacon's name.
+    pub beacon: Option<Box<[u8]>>,
+    /// Once the draw has begun: the beacon value and the draw seed.
+    pub begun: Option<DrawBegin>,
 }
 
 impl Sale {
