@@ -54,6 +54,11 @@ class Drawer(Parts):
 
     def _draw(self, lay: sp.Layout, count: int, beacon_value: Any = None) -> Steps:
         infos = yield from self.infos(lay)
+        declared = sorted({i.beacon for i in infos.values() if i.beacon is not None})
+        if beacon_value is None and declared and not all(i.started for i in infos.values()):
+            # the parts' first DRAW would refuse it, after the stock moved
+            raise ValueError('split sale %r declared the beacon %s: draw(beacon_value=...) with '
+                             'its public value' % (lay.name, ', '.join(map(repr, declared))))
         out: Dict[str, Any] = {'moved': 0, 'transfers': 0, 'rebalanced': False}
         if not any(i.started for i in infos.values()):
             # before END entrants still come: a plan now would weigh too few of them
