@@ -407,8 +407,16 @@ class DrawOrder(Iterator[int]):
 
 
 def permutation(seed: Union[str, bytes], n: int) -> List[int]:
-    """The whole draw order of `n` entrants: arrival indices."""
-    return list(DrawOrder(seed, n))
+    """The whole draw order of `n` entrants: arrival indices (DrawOrder's
+    sequence, with the whole list in place of its sparse map)."""
+    if not 0 <= n < 1 << 32:
+        raise ValueError('a draw order has 0 to 2^32 - 1 entrants, got %d' % n)
+    base = hashlib.sha1(seed_bytes(seed))
+    a = list(range(n))
+    for j in range(n):
+        t = j + _uniform(base, j, n - j)
+        a[j], a[t] = a[t], a[j]
+    return a
 
 
 def draw_order(seed: Union[str, bytes], entrants: Sequence[Any]) -> List[Any]:
