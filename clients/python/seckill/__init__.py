@@ -6,7 +6,9 @@
   docs/cluster.md).
 - `seckill.aio`: Sale and SplitSale for redis.asyncio.
 - draw sales (docs/draw-sales.md): `Sale.enter/draw/draw_all/entrants/
-  verify_draw`, `SplitSale.draw`, the plain functions in seckill.draw.
+  commitment/verify_draw`, `SplitSale.draw/commitments/verify_draw`, the
+  plain functions (digest, draw seed, Fisher-Yates order, verify) in
+  seckill.draw.
 - `SoldOutCache`: the local sold-out flag (seckill.soldout; `Sale(...,
   local_soldout=True)`), docs/soldout.md.
 - `seckill.pipeline`: the reference order pipeline: order store (SQLite or

@@ -314,11 +314,23 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--force', action='store_true', help='load even an older version')
     s.set_defaults(func=cmd_functions)
 
-    s = sub.add_parser('verify-draw', help="check a draw sale's draw: the seed against its "
-                       'commitment, the order SHA-256(seed || user) recomputed from ENTRANTS, '
-                       'the winners compared (docs/draw-sales.md); exit 0 only when verified')
+    s = sub.add_parser('verify-draw', help="check a draw sale's draw against what the shop "
+                       'published: the commitment, the beacon, the entrant digest recomputed from '
+                       'ENTRANTS, the draw seed, the winners of the Fisher-Yates order, the '
+                       'stock (docs/draw-sales.md); exit 0 only when verified against a '
+                       'published commitment')
     s.add_argument('key', help='the sale key (with --split: the split sale\'s name)')
     s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
+    s.add_argument('--commitment', action='append', metavar='HEX',
+                   help='the seed commitment the shop published before END. With --split: '
+                   'PART_KEY=HEX once per part, or @FILE, a JSON object {part key: commitment} '
+                   '(SplitSale.commitments()). Without it the sale is checked against itself '
+                   'only, and the exit code is 3')
+    s.add_argument('--beacon', metavar='NAME',
+                   help='the beacon name the shop published with the commitment (leave it out '
+                   'when it published none)')
+    s.add_argument('--beacon-value', metavar='VALUE',
+                   help="the beacon's public value (needed when the sale declares a beacon)")
     s.add_argument('--split', action='store_true', help='KEY is a split sale: verify every part')
     s.add_argument('--cluster', action='store_true', help='--redis is a node of a Redis Cluster')
     s.add_argument('--json', action='store_true', help='the verdict as one JSON object')
@@ -342,12 +354,49 @@ def cmd_functions(a: argparse.Namespace) -> int:
     return 0
 
 
+def _published_commitments(values: Optional[List[str]], split: bool):
+    """--commitment's values: one hex for a sale, {part key: hex} for a
+    split sale (PART=HEX each, or @FILE with a JSON object). SystemExit on
+    a malformed one."""
+    if not values:
+        return None
+    if not split:
+        if len(values) != 1 or '=' in values[0] or values[0].startswith('@'):
+            raise SystemExit('verify-draw: --commitment takes one HEX for a sale (PART=HEX or '
+                             '@FILE with --split)')
+        return values[0]
+    out = {}
+    for v in values:
+        if v.startswith('@'):
+            try:
+                with open(v[1:], encoding='utf-8') as f:
+                    doc = json.load(f)
+            except (OSError, ValueError) as exc:
+                raise SystemExit('verify-draw: --commitment %s: %s' % (v, exc)) from None
+            if not isinstance(doc, dict):
+                raise SystemExit('verify-draw: --commitment %s: not a JSON object '
+                                 '{part key: commitment}' % v)
+            out.update({str(k): str(c) for k, c in doc.items()})
+        else:
+            part, sep, hex_ = v.rpartition('=')
+            if not sep or not part:
+                raise SystemExit('verify-draw: with --split, --commitment is PART_KEY=HEX or '
+                                 '@FILE, got %r' % v)
+            out[part] = hex_
+    return out
+
+
 def cmd_verify_draw(a: argparse.Namespace) -> int:
-    """Exit 0 only when the draw is verified; 1 for a mismatch or a seed
-    that is not its commitment; 2 when there is nothing to verify yet (no
-    draw sale, not drawn, the draw not complete)."""
+    """Exit 0 only when the draw is verified against the published
+    commitment (and the beacon's value, when the sale declares a beacon); 1
+    when a check fails (the verdict names the first); 2 when there is
+    nothing to verify yet (no draw sale, not drawn, the draw not complete);
+    3 when every check of the sale itself passed but not against a
+    published commitment or beacon value (the line says which)."""
     from . import draw as d
-    # bytes replies: the draw keys hash exactly the user ids the server holds
+    published = _published_commitments(a.commitment, a.split)
+    pub = dict(beacon=a.beacon, beacon_value=a.beacon_value)
+    # bytes replies: the digest hashes exactly the user ids the server holds
     if a.cluster:
         from redis.cluster import RedisCluster
         r = RedisCluster.from_url(a.redis, decode_responses=False, socket_timeout=30)
@@ -357,12 +406,12 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
         if a.split:
             from .split import SplitSale
             try:
-                v = SplitSale(r, a.key).verify_draw()
+                v = SplitSale(r, a.key).verify_draw(published, **pub)
             except LookupError as exc:
                 v = d.Verdict(d.NOT_A_DRAW, str(exc), key=a.key)
         else:
             from .sale import Sale
-            v = Sale(r, a.key).verify_draw()
+            v = Sale(r, a.key).verify_draw(published, **pub)
     finally:
         r.close()
     if a.json:
@@ -370,27 +419,38 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
     else:
         for line in _verdict_lines(v):
             print(line)
+    unchecked = list(v.unchecked)
+    if published is None and d.NOT_PUBLISHED not in unchecked:
+        unchecked.insert(0, d.NOT_PUBLISHED)
+    for line in unchecked:
+        print(line, file=sys.stderr if a.json else sys.stdout, flush=True)
     if v.ok:
         return 0
-    return 1 if v.status in (d.MISMATCH, d.BAD_COMMITMENT) else 2
+    if v.status in d.FAILURES:
+        return 1
+    return 3 if v.status == d.UNCHECKED else 2
 
 
 def _verdict_lines(v) -> List[str]:
     from .protocol import text
-    lines = ['%s: %s' % (v.key, v.status.upper().replace('_', ' ')), '  ' + v.message]
-    if v.seed is not None:
-        lines.append('  seed %s' % v.seed)
-    if v.seed_commitment:
-        lines.append('  seed_commitment %s' % v.seed_commitment)
+    status = v.status.upper().replace('_', ' ')
+    if v.check:
+        status += ' (check: %s)' % v.check
+    lines = ['%s: %s' % (v.key, status), '  ' + v.message]
+    for name in ('seed_commitment', 'published_commitment', 'seed', 'entrants_digest', 'beacon',
+                 'beacon_value', 'draw_seed'):
+        value = getattr(v, name)
+        if value is not None and value != '':
+            lines.append('  %s %s' % (name, value))
     if v.draw_stock is not None:
         lines.append('  draw_stock %d, entrants %d, winners %d' % (v.draw_stock, v.entrants,
                                                                    v.winners))
     if v.first:
         f = v.first
-        lines.append('  first differing entrant: %r (qty %d) at position %d: expected %s, '
-                     'ENTRANTS says %s; draw key %s' % (text(f['user']), f['qty'], f['position'],
-                                                        f['expected'], f['actual'],
-                                                        f['draw_key'].hex()))
+        lines.append('  first differing entrant: %r (qty %d, arrival %d) at position %d of the '
+                     'draw order: expected %s, ENTRANTS says %s'
+                     % (text(f['user']), f['qty'], f['arrival'], f['position'], f['expected'],
+                        f['actual']))
     for part in v.parts:
         lines += ['  ' + x for x in _verdict_lines(part)]
     return lines

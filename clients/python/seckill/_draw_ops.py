@@ -20,20 +20,26 @@ def enter(key: str, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -
     return d.parse_entered((yield from call(d.enter_args(key, user, qty, reqid))))
 
 
-def draw(key: str, count: int = d.DEFAULT_DRAW_COUNT) -> Steps:
-    """One DRAW: Drawn(drawn, remaining, left_to_draw)."""
-    return d.parse_drawn((yield from call(d.draw_args(key, count))))
+def draw(key: str, count: int = d.DEFAULT_DRAW_COUNT,
+         beacon_value: Optional[d.UserId] = None) -> Steps:
+    """One DRAW (with `BEACON value` when given): Drawn(drawn, remaining,
+    left_to_draw)."""
+    return d.parse_drawn((yield from call(d.draw_args(key, count, beacon_value))))
 
 
-def draw_all(key: str, count: int = d.DEFAULT_DRAW_COUNT) -> Steps:
+def draw_all(key: str, count: int = d.DEFAULT_DRAW_COUNT,
+             beacon_value: Optional[d.UserId] = None) -> Steps:
     """DRAW until left_to_draw is 0, every call short (at most `count`
-    winners): Drawn(winners made by these calls, remaining, 0). A call that
-    neither draws nor lowers left_to_draw is a server that makes no
-    progress: ProtocolError rather than a loop without end."""
+    winners): Drawn(winners made by these calls, remaining, 0). Every call
+    carries `beacon_value` when given (the server takes it at the first
+    DRAW and accepts the same value again), so a rerun after an
+    interruption needs nothing else. A call that neither draws nor lowers
+    left_to_draw is a server that makes no progress: ProtocolError rather
+    than a loop without end."""
     total = 0
     last: Optional[int] = None
     while True:
-        res = yield from draw(key, count)
+        res = yield from draw(key, count, beacon_value)
         total += res.drawn
         if res.left_to_draw == 0:
             return Drawn(total, res.remaining, 0)
@@ -69,24 +75,29 @@ def _fixed(info: Optional[d.DrawInfo]) -> Any:
     """What a verification reads that only a REPLACE (or a DEL) changes once
     the draw is complete, and the units held, which a waitlist promotion
     made while the entrants were read changes too."""
-    return None if info is None else (info.seed, info.draw_stock, info.entrants, info.held)
+    return None if info is None else (info.seed, info.draw_stock, info.entrants, info.held,
+                                      info.entrants_digest, info.draw_seed)
 
 
-def verify(key: str, count: int = d.MAX_PAGE) -> Steps:
-    """The verification of `key`'s draw (docs/draw-sales.md): INFO, every
-    entrant, the draw recomputed: a seckill.draw.Verdict. INFO is read
-    before and after the entrants: a sale replaced meanwhile is
+def verify(key: str, count: int = d.MAX_PAGE, *, commitment: Optional[str] = None,
+           beacon: Optional[d.UserId] = None, beacon_value: Optional[d.UserId] = None) -> Steps:
+    """The verification of `key`'s draw (docs/draw-sales.md) against the
+    published `commitment`, `beacon` name and the beacon's `beacon_value`
+    (seckill.draw.verify says what each checks, and what None means): INFO,
+    every entrant, the draw recomputed: a seckill.draw.Verdict. INFO is
+    read before and after the entrants: a sale replaced meanwhile is
     IN_PROGRESS, not a mismatch (waitlist promotions change nothing the
     verification reads: a winner of the draw stays `drawn`)."""
+    pub = dict(commitment=commitment, beacon=beacon, beacon_value=beacon_value)
     before = yield from draw_info(key)
     if before is None or not before.started or before.left_to_draw > 0:
-        return d.verify(before, [], key)
+        return d.verify(before, [], key, **pub)
     entrants = yield from all_entrants(key, count)
     after = yield from draw_info(key)
     if _fixed(after) != _fixed(before):      # REPLACEd or deleted meanwhile
         return d.Verdict(d.IN_PROGRESS, 'the sale changed while its entrants were read '
                          '(a REPLACE, or a waitlist promotion): run the verification again', key=key)
-    return d.verify(after, entrants, key)
+    return d.verify(after, entrants, key, **pub)
 
 
 __all__ = ['enter', 'draw', 'draw_all', 'entrants_page', 'all_entrants', 'draw_info', 'verify']

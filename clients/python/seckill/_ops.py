@@ -22,12 +22,12 @@ def init(key: str, total: int, *, shards: Optional[int] = None, limit: Optional[
          end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
          stream: Optional[str] = None, maxlen: Optional[int] = None,
          replace: bool = False, split: Optional[Sequence[Any]] = None,
-         draw: bool = False, fence: bool = False) -> Steps:
+         draw: bool = False, fence: bool = False, beacon: Optional[Any] = None) -> Steps:
     """SECKILL.INIT: True when created (or replaced), False when it existed."""
     return p.parse_init((yield from call(p.init_args(
         key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
         end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-        split=split, draw=draw, fence=fence))))
+        split=split, draw=draw, fence=fence, beacon=beacon))))
 
 
 def unfence(key: str) -> Steps:

@@ -1,15 +1,21 @@
 """Draw sales (docs/draw-sales.md) as plain functions: the ENTER, DRAW and
-ENTRANTS argument lists and replies, the draw order, the draw recomputed
-from the revealed seed, the verdict of a verification, and the split sale's
-proportional allocation of stock over its parts with the transfers that
-reach it.
+ENTRANTS argument lists and replies, the entrant digest, the draw seed, the
+draw order, the draw recomputed from the revealed secret, the verdict of a
+verification, and the split sale's proportional allocation of stock over
+its parts with the transfers that reach it.
 
 Nothing here talks to Redis (tests/test_draw_protocol.py). The operations
 that send these commands are seckill._draw_ops; `Sale`, `SplitSale` and
 their seckill.aio versions run them.
 
-The draw order: each entrant's draw key is SHA-256(seed || user) (the 32
-seed bytes, then the user id's bytes), ascending, compared as bytes. The
+The draw order (docs/draw-sales.md, "Draw order, and how anyone checks
+it"): every ENTERED extends the entrant digest
+D(i+1) = SHA-256(D(i) || u32be(len(user)) || user || u32be(qty)), D(0) 32
+zero bytes; the first DRAW fixes the draw seed
+S = SHA-256(secret || D(n) || beacon value); the order is a Fisher-Yates
+shuffle of the arrival indices 0..n-1 whose step j swaps a[j] with
+a[j + uniform(S, j, n - j)], `uniform` drawing from
+SHA-1(S || u32be(j) || u32be(c)) (its first 48 bits, by rejection). The
 draw walks that order handing out `draw_stock`: an entrant whose QTY fits
 what is left wins; the others wait on the waitlist in their place.
 """
@@ -18,7 +24,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 from . import protocol as p
 from .protocol import ProtocolError, text
@@ -43,14 +50,26 @@ DEFAULT_DRAW_COUNT = 1000    # DRAW's COUNT (1..1000)
 MAX_DRAW_COUNT = 1000
 DEFAULT_PAGE = 100           # ENTRANTS' COUNT (1..1000)
 MAX_PAGE = 1000
+MAX_BEACON_NAME = 256        # INIT ... DRAW BEACON name: 1..256 bytes
+MAX_BEACON_VALUE = 1024      # DRAW ... BEACON value: 1..1024 bytes
 
-# Verdicts of a verification.
+# Verdicts of a verification. The failures (exit 1 in the CLI) name the
+# first check that failed, in the order docs/draw-sales.md numbers them.
 OK = 'ok'
-MISMATCH = 'mismatch'
+BAD_COMMITMENT = 'bad_commitment'  # 1: not the published commitment, or not SHA-256(seed)
+BAD_BEACON = 'bad_beacon'          # 2: the beacon's name or value is not the published one
+BAD_DIGEST = 'bad_digest'          # 3: ENTRANTS do not hash to INFO's entrants_digest
+BAD_SEED = 'bad_seed'              # 4: draw_seed is not SHA-256(seed || digest || beacon value)
+MISMATCH = 'mismatch'              # 5: the winners, the stock, a split sale's shares
+FAILURES = (BAD_COMMITMENT, BAD_BEACON, BAD_DIGEST, BAD_SEED, MISMATCH)
+# Nothing to verify yet (exit 2).
+NOT_A_DRAW = 'not_a_draw'        # the key is missing or not a draw sale
 NOT_DRAWN = 'not_drawn'          # no DRAW yet: the seed is not revealed
 IN_PROGRESS = 'in_progress'      # the draw has begun but left_to_draw > 0
-BAD_COMMITMENT = 'bad_commitment'
-NOT_A_DRAW = 'not_a_draw'        # the key is missing or not a draw sale
+# Every check of the sale itself passed, but not against what the shop
+# published before END (no commitment given, or no beacon value): exit 3.
+UNCHECKED = 'unchecked'
+NOT_PUBLISHED = 'not checked against a published commitment'
 
 UserId = Union[str, bytes]
 
@@ -116,9 +135,29 @@ def parse_entered(reply: Any) -> Entered:
                    p._int(reply[1], 'entrants'))
 
 
-def draw_args(key: str, count: int = DEFAULT_DRAW_COUNT) -> List[Any]:
-    """SECKILL.DRAW key COUNT n."""
-    return ['SECKILL.DRAW', key, 'COUNT', _count(count, 1, MAX_DRAW_COUNT, 'DRAW COUNT')]
+def _sized(value: Union[str, bytes], hi: int, what: str) -> Union[str, bytes]:
+    """A BEACON name or value as sent: 1..hi bytes (a str as UTF-8)."""
+    if not isinstance(value, (str, bytes, bytearray)):
+        raise TypeError('%s must be str or bytes, got %r' % (what, value))
+    if not 1 <= len(value_bytes(value)) <= hi:
+        raise ValueError('%s must be 1 to %d bytes' % (what, hi))
+    return bytes(value) if isinstance(value, bytearray) else value
+
+
+def beacon_name_arg(name: Union[str, bytes]) -> Union[str, bytes]:
+    """INIT's `BEACON name` (1..256 bytes), checked as the server does."""
+    return _sized(name, MAX_BEACON_NAME, 'BEACON name')
+
+
+def draw_args(key: str, count: int = DEFAULT_DRAW_COUNT,
+              beacon_value: Optional[Union[str, bytes]] = None) -> List[Any]:
+    """SECKILL.DRAW key COUNT n [BEACON value]. `beacon_value` (1..1024
+    bytes): the public value the sale's declared beacon took; the first DRAW
+    of a sale that declared one needs it, a later one may repeat it."""
+    args: List[Any] = ['SECKILL.DRAW', key, 'COUNT', _count(count, 1, MAX_DRAW_COUNT, 'DRAW COUNT')]
+    if beacon_value is not None:
+        args += ['BEACON', _sized(beacon_value, MAX_BEACON_VALUE, 'BEACON value')]
+    return args
 
 
 def parse_drawn(reply: Any) -> Drawn:
@@ -158,7 +197,11 @@ def parse_entrants(reply: Any) -> Tuple[str, List[Entrant]]:
 @dataclass(frozen=True)
 class DrawInfo:
     """The draw fields of a sale's INFO (parsed by seckill.protocol.
-    parse_report). `seed` and `draw_stock` are None before the first DRAW."""
+    parse_report). `seed`, `draw_stock`, `draw_seed` (and `beacon_value`)
+    are None before the first DRAW; `beacon` and `beacon_value` are None on
+    a sale that declared no beacon. The hex fields and the beacon are str
+    (bytes a decoding client could not decode come back through
+    surrogateescape: seckill.protocol.text)."""
     entrants: int
     drawn: int
     left_to_draw: int
@@ -171,6 +214,10 @@ class DrawInfo:
     # + confirmed + released): on an honest draw sale exactly the QTYs of
     # the entrants that won, in the draw or from the waitlist.
     held: int = 0
+    entrants_digest: Optional[str] = None
+    beacon: Optional[str] = None
+    beacon_value: Optional[str] = None
+    draw_seed: Optional[str] = None
 
     @property
     def started(self) -> bool:
@@ -180,6 +227,11 @@ class DrawInfo:
 
 def _opt_int(value: Any, what: str) -> Optional[int]:
     return None if value is None else p._int(value, what)
+
+
+def _opt_text(value: Any) -> Optional[str]:
+    value = text(value)
+    return None if value is None else str(value)
 
 
 def draw_info(report: Optional[Mapping[str, Any]]) -> Optional[DrawInfo]:
@@ -196,10 +248,33 @@ def draw_info(report: Optional[Mapping[str, Any]]) -> Optional[DrawInfo]:
                     draw_stock=_opt_int(report.get('draw_stock'), 'draw_stock'),
                     seed_commitment=str(text(report.get('seed_commitment')) or ''),
                     seed=seed or None,
-                    held=sum(int(report.get(f) or 0) for f in ('pending', 'confirmed', 'released')))
+                    held=sum(int(report.get(f) or 0) for f in ('pending', 'confirmed', 'released')),
+                    entrants_digest=_opt_text(report.get('entrants_digest')),
+                    beacon=_opt_text(report.get('beacon')),
+                    beacon_value=_opt_text(report.get('beacon_value')),
+                    draw_seed=_opt_text(report.get('draw_seed')))
+
+
+def draw_committed(fields: Any) -> Optional[Tuple[str, Optional[str]]]:
+    """The `draw_committed` entry INIT of a draw sale appends to the sale's
+    stream: (commitment, beacon name or None); None for any other entry.
+    `fields`: the entry's fields as a dict or a flat list."""
+    if isinstance(fields, dict):
+        f = {text(k): text(v) for k, v in fields.items()}
+    else:
+        f = {text(k): text(v) for k, v in p.pairs(fields or [])}
+    if f.get('event') != 'draw_committed' or 'commitment' not in f:
+        return None
+    return str(f['commitment']), (str(f['beacon']) if f.get('beacon') else None)
 
 
 # ---------------------------------------------------------------- the draw order
+
+ZERO_DIGEST = bytes(32)
+"""D(0): the entrant digest of a sale nobody entered."""
+
+_2_48 = 1 << 48
+
 
 def user_bytes(user: UserId) -> bytes:
     """A user id's bytes (a str as UTF-8; the bytes a decoding client could
@@ -210,52 +285,157 @@ def user_bytes(user: UserId) -> bytes:
     return str(user).encode('utf-8', 'surrogateescape')
 
 
+value_bytes = user_bytes
+"""A beacon name or value's bytes, as user_bytes."""
+
+
 def seed_bytes(seed: Union[str, bytes]) -> bytes:
-    """The 32 seed bytes from INFO's hex `seed` (or the bytes themselves)."""
+    """32 bytes from a hex string (INFO's `seed`, `draw_seed`,
+    `entrants_digest`), or the bytes themselves."""
     if isinstance(seed, (bytes, bytearray)):
         if len(seed) == 64:
-            seed = bytes(seed).decode('ascii')
+            seed = bytes(seed).decode('ascii', 'replace')
         else:
             return bytes(seed)
     try:
         raw = bytes.fromhex(seed)
     except ValueError:
-        raise ProtocolError('seed is not hex: %r' % (seed,)) from None
+        raise ProtocolError('not hex: %r' % (seed,)) from None
     return raw
 
 
-def draw_key(seed: Union[str, bytes], user: UserId) -> bytes:
-    """SHA-256(seed || user): the entrant's place in the draw order."""
-    return hashlib.sha256(seed_bytes(seed) + user_bytes(user)).digest()
-
-
 def commitment(seed: Union[str, bytes]) -> str:
-    """The hex SHA-256 of the seed: what INFO publishes from INIT on."""
+    """The hex SHA-256 of the secret: what INFO publishes from INIT on."""
     return hashlib.sha256(seed_bytes(seed)).hexdigest()
 
 
 def commitment_ok(seed: Union[str, bytes], seed_commitment: str) -> bool:
     """SHA-256(seed) equals the commitment published before the draw."""
-    return commitment(seed) == str(seed_commitment).strip().lower()
+    return commitment(seed) == _hex(seed_commitment)
 
 
-def draw_order(seed: Union[str, bytes], entrants: Iterable[Any]) -> List[Any]:
-    """`entrants` (Entrant, or anything whose first field or `.user` is the
-    user id) in draw order: ascending draw key, as bytes."""
-    raw = seed_bytes(seed)
-
-    def key(e: Any) -> Tuple[bytes, bytes]:
-        u = user_bytes(e.user if hasattr(e, 'user') else e)
-        return hashlib.sha256(raw + u).digest(), u
-    return sorted(entrants, key=key)
+def _hex(value: Any) -> str:
+    return str(text(value) or '').strip().lower()
 
 
-def simulate(seed: Union[str, bytes], entrants: Iterable[Entrant],
+def _user_qty(e: Any) -> Tuple[bytes, int]:
+    if hasattr(e, 'user'):
+        return user_bytes(e.user), int(e.qty)
+    user, qty = e[0], e[1]
+    return user_bytes(user), int(qty)
+
+
+def digest_step(digest: bytes, user: UserId, qty: int) -> bytes:
+    """D(i+1) = SHA-256(D(i) || u32be(len(user)) || user || u32be(qty)): the
+    digest after one more ENTERED."""
+    u = user_bytes(user)
+    return hashlib.sha256(bytes(digest) + len(u).to_bytes(4, 'big') + u
+                          + int(qty).to_bytes(4, 'big')).digest()
+
+
+def entrants_digest(entrants: Iterable[Any]) -> bytes:
+    """D(n) of `entrants` in arrival order (the order ENTRANTS pages them):
+    Entrant, or (user, qty) pairs. 32 zero bytes for none."""
+    h = ZERO_DIGEST
+    for e in entrants:
+        u, q = _user_qty(e)
+        h = hashlib.sha256(h + len(u).to_bytes(4, 'big') + u + q.to_bytes(4, 'big')).digest()
+    return h
+
+
+def draw_seed(secret: Union[str, bytes], digest: Union[str, bytes],
+              beacon_value: Optional[Union[str, bytes]] = None) -> bytes:
+    """S = SHA-256(secret || D || beacon value): the seed the first DRAW
+    fixes (`beacon_value` None or empty for a sale that declared no
+    beacon). `secret` and `digest`: 32 bytes, or their hex."""
+    value = b'' if beacon_value is None else value_bytes(beacon_value)
+    return hashlib.sha256(seed_bytes(secret) + seed_bytes(digest) + value).digest()
+
+
+def _uniform(base: Any, j: int, m: int) -> int:
+    """uniform() with SHA-1's state after S already hashed (`base`)."""
+    if m == 1:
+        return 0             # x mod 1: every x is below limit = 2^48
+    limit = _2_48 - _2_48 % m
+    prefix = j.to_bytes(4, 'big')
+    c = 0
+    while True:
+        h = base.copy()
+        h.update(prefix + c.to_bytes(4, 'big'))
+        x = int.from_bytes(h.digest()[:6], 'big')
+        if x < limit:
+            return x % m
+        c += 1
+
+
+def uniform(seed: Union[str, bytes], j: int, m: int) -> int:
+    """uniform(S, j, m): 0 <= result < m, from SHA-1(S || u32be(j) ||
+    u32be(c)) for c = 0, 1, ...: its first 6 bytes big-endian, x, taken
+    when x < floor(2^48 / m) * m, as x mod m."""
+    if m < 1:
+        raise ValueError('uniform needs m >= 1, got %d' % m)
+    return _uniform(hashlib.sha1(seed_bytes(seed)), int(j), int(m))
+
+
+class DrawOrder(Iterator[int]):
+    """The draw order of `n` entrants under draw seed S, lazily: the
+    arrival indices a[0], a[1], ... of the Fisher-Yates shuffle
+    `for j in 0..n-1: swap a[j], a[j + uniform(S, j, n - j)]`, one step per
+    next(). Only the positions the walk has touched are kept, so looking at
+    the first k entrants costs k steps and memory for k, whatever n is."""
+
+    def __init__(self, seed: Union[str, bytes], n: int):
+        if not 0 <= n < 1 << 32:
+            raise ValueError('a draw order has 0 to 2^32 - 1 entrants, got %d' % n)
+        self.n = int(n)
+        self.j = 0
+        """Entrants produced so far (the next step's j)."""
+        self._base = hashlib.sha1(seed_bytes(seed))
+        self._moved: Dict[int, int] = {}
+
+    def __next__(self) -> int:
+        j = self.j
+        if j >= self.n:
+            raise StopIteration
+        t = j + _uniform(self._base, j, self.n - j)
+        at = self._moved.pop(t, t)
+        aj = self._moved.pop(j, j)
+        if t != j:
+            self._moved[t] = aj
+        self.j = j + 1
+        return at
+
+
+def permutation(seed: Union[str, bytes], n: int) -> List[int]:
+    """The whole draw order of `n` entrants: arrival indices (DrawOrder's
+    sequence, with the whole list in place of its sparse map)."""
+    if not 0 <= n < 1 << 32:
+        raise ValueError('a draw order has 0 to 2^32 - 1 entrants, got %d' % n)
+    base = hashlib.sha1(seed_bytes(seed))
+    a = list(range(n))
+    for j in range(n):
+        t = j + _uniform(base, j, n - j)
+        a[j], a[t] = a[t], a[j]
+    return a
+
+
+def draw_order(seed: Union[str, bytes], entrants: Sequence[Any]) -> List[Any]:
+    """`entrants` (in arrival order) rearranged in draw order under the draw
+    seed S."""
+    return [entrants[i] for i in DrawOrder(seed, len(entrants))]
+
+
+def simulate(seed: Union[str, bytes], entrants: Sequence[Entrant],
              draw_stock: int) -> Tuple[List[Entrant], List[bool]]:
     """The draw recomputed: (entrants in draw order, whether each wins).
     Walk the order handing out `draw_stock`: an entrant whose QTY fits what
-    is left wins, the others stay on the waitlist."""
+    is left wins, the others stay on the waitlist. `seed`: the draw seed S
+    (INFO's `draw_seed`), `entrants` in arrival order."""
     order = draw_order(seed, entrants)
+    return order, _wins(order, draw_stock)
+
+
+def _wins(order: Sequence[Any], draw_stock: int) -> List[bool]:
     left = int(draw_stock)
     wins = []
     for e in order:
@@ -263,10 +443,10 @@ def simulate(seed: Union[str, bytes], entrants: Iterable[Entrant],
         if win:
             left -= e.qty
         wins.append(win)
-    return order, wins
+    return wins
 
 
-def winners(seed: Union[str, bytes], entrants: Iterable[Entrant], draw_stock: int) -> List[UserId]:
+def winners(seed: Union[str, bytes], entrants: Sequence[Entrant], draw_stock: int) -> List[UserId]:
     """The users the draw makes winners, in draw order."""
     order, wins = simulate(seed, entrants, draw_stock)
     return [e.user for e, w in zip(order, wins) if w]
@@ -274,12 +454,21 @@ def winners(seed: Union[str, bytes], entrants: Iterable[Entrant], draw_stock: in
 
 # ---------------------------------------------------------------- verification
 
+# The checks of a verification, in the order they run (docs/draw-sales.md,
+# "Checking a draw"); a failing Verdict's `check` is one of them.
+CHECKS = ('commitment', 'beacon', 'entrants_digest', 'draw_seed', 'winners', 'stock', 'shares')
+
+
 @dataclass
 class Verdict:
-    """The outcome of a verification. `ok` only for status OK. For a
-    MISMATCH, `first` is the first entrant in draw order whose result
-    differs from the recomputed one: {position, user, qty, expected,
-    actual, draw_key}."""
+    """The outcome of a verification. `ok` only for status OK. A failure
+    (FAILURES) names the first check that failed in `check` (CHECKS). For a
+    MISMATCH of the winners, `first` is the first entrant in draw order
+    whose result differs from the recomputed one: {position (in draw
+    order), arrival (its index in ENTRANTS), user, qty, expected, actual}.
+    UNCHECKED: every check of the sale itself passed, but `unchecked` lists
+    what was not checked against published values (no commitment given, no
+    beacon value given)."""
     status: str
     message: str
     entrants: int = 0
@@ -294,6 +483,13 @@ class Verdict:
     # Units held by reservations the draw did not make (0 on an honest
     # sale): see `outside_draw`.
     outside_draw: Optional[int] = None
+    check: Optional[str] = None
+    published_commitment: Optional[str] = None
+    entrants_digest: Optional[str] = None
+    beacon: Optional[str] = None
+    beacon_value: Optional[str] = None
+    draw_seed: Optional[str] = None
+    unchecked: List[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -302,8 +498,7 @@ class Verdict:
     def as_dict(self) -> Dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != 'parts'}
         if isinstance(self.first, dict):
-            out['first'] = {k: (v.hex() if k == 'draw_key' else text(v))
-                            for k, v in self.first.items()}
+            out['first'] = {k: text(v) for k, v in self.first.items()}
         if self.parts:
             out['parts'] = [v.as_dict() for v in self.parts]
         out['ok'] = self.ok
@@ -314,51 +509,136 @@ def _show(user: UserId) -> str:
     return repr(text(user)) if isinstance(user, (bytes, bytearray)) else repr(user)
 
 
-def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant],
-           key: Optional[str] = None) -> Verdict:
-    """Checks a draw: the seed against its commitment; the entrants sorted
-    by SHA-256(seed || user) and `draw_stock` handed out; the winners must
-    be exactly those ENTRANTS marks `drawn` (a winner of the waitlist,
-    `promoted`, is not one)."""
+def _same(a: Optional[Union[str, bytes]], b: Optional[Union[str, bytes]]) -> bool:
+    """Two beacon names or values (None: none) are the same bytes."""
+    if a is None or b is None:
+        return a is None and b is None
+    return value_bytes(a) == value_bytes(b)
+
+
+def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant], key: Optional[str] = None,
+           *, commitment: Optional[str] = None, beacon: Optional[Union[str, bytes]] = None,
+           beacon_value: Optional[Union[str, bytes]] = None) -> Verdict:
+    """Checks a draw from INFO and ENTRANTS (`entrants` in arrival order) and
+    what the shop published (docs/draw-sales.md, "Checking a draw"):
+
+    1. `commitment` (the hex published before END) is INFO's
+       `seed_commitment`, and SHA-256(seed) is too;
+    2. the beacon: `beacon`, the name published with the commitment (None:
+       none was), is INFO's `beacon`; `beacon_value`, the beacon's public
+       value, is INFO's `beacon_value`;
+    3. the digest of `entrants` (user, QTY, in arrival order) is INFO's
+       `entrants_digest`;
+    4. INFO's `draw_seed` is SHA-256(seed || digest || beacon value);
+    5. the Fisher-Yates order under it, handing out `draw_stock`, makes
+       exactly the entrants ENTRANTS marks `drawn` winners (a winner of the
+       waitlist, `promoted`, is not one), and no stock is held outside the
+       draw (`outside_draw`).
+
+    The first failing check names the verdict. Without `commitment`, 1
+    checks SHA-256(seed) against INFO alone, the name in 2 is checked only
+    when `beacon` is given, and a verdict that passes everything is
+    UNCHECKED, not OK; so is one of a sale with a beacon when
+    `beacon_value` is not given. The published values are checked before
+    the draw too (a sale REPLACEd since they were published fails at once).
+    """
     if info is None:
         return Verdict(NOT_A_DRAW, 'not a draw sale (missing, or not INIT ... DRAW)', key=key)
-    base = dict(entrants=len(entrants), draw_stock=info.draw_stock, seed=info.seed,
-                seed_commitment=info.seed_commitment, key=key)
+    published = None if commitment is None else _hex(commitment)
+    base: Dict[str, Any] = dict(
+        entrants=len(entrants), draw_stock=info.draw_stock, seed=info.seed,
+        seed_commitment=info.seed_commitment, key=key, published_commitment=published,
+        entrants_digest=info.entrants_digest, beacon=info.beacon,
+        beacon_value=info.beacon_value, draw_seed=info.draw_seed)
+
+    def fail(status: str, check: str, message: str, **kw: Any) -> Verdict:
+        return Verdict(status, message, check=check, **dict(base, **kw))
+
+    # 1 and 2 against what was published: they hold from INIT on
+    if published is not None and _hex(info.seed_commitment) != published:
+        return fail(BAD_COMMITMENT, 'commitment', "the sale's seed_commitment %s is not the "
+                    'published commitment %s' % (info.seed_commitment, published))
+    if (published is not None or beacon is not None) and not _same(beacon, info.beacon):
+        return fail(BAD_BEACON, 'beacon', 'the sale declares %s, the published beacon is %s'
+                    % (_beacon_show(info.beacon), _beacon_show(beacon)))
     if not info.started or info.draw_stock is None:
         return Verdict(NOT_DRAWN, 'not drawn yet: the seed is revealed by the first DRAW', **base)
+    # 1: the revealed secret
     if not commitment_ok(info.seed, info.seed_commitment):
-        return Verdict(BAD_COMMITMENT, 'SHA-256(seed) = %s is not the published commitment %s'
-                       % (commitment(info.seed), info.seed_commitment), **base)
+        return fail(BAD_COMMITMENT, 'commitment', 'SHA-256(seed) = %s is not the commitment %s'
+                    % (commitment_of(info.seed), info.seed_commitment))
+    # 2: the value the first DRAW took
+    if info.beacon is not None and info.beacon_value is None:
+        return fail(BAD_BEACON, 'beacon', 'the sale declares beacon %s but shows no beacon_value'
+                    % _beacon_show(info.beacon))
+    if info.beacon is None and info.beacon_value is not None:
+        return fail(BAD_BEACON, 'beacon', 'the sale declares no beacon but shows a beacon_value '
+                    '%s' % _beacon_show(info.beacon_value))
+    if beacon_value is not None and not _same(beacon_value, info.beacon_value):
+        return fail(BAD_BEACON, 'beacon', "the draw took beacon_value %s, the beacon's public "
+                    'value is %s' % (_beacon_show(info.beacon_value), _beacon_show(beacon_value)))
     if info.left_to_draw > 0:
         return Verdict(IN_PROGRESS, 'the draw is not complete (left_to_draw %d): run DRAW '
                        'until it is 0' % info.left_to_draw, **base)
+    # 3: the entrants, in arrival order
     if len(entrants) != info.entrants:
-        return Verdict(MISMATCH, 'ENTRANTS listed %d entrants, INFO counts %d'
-                       % (len(entrants), info.entrants), **base)
-    order, wins = simulate(info.seed, entrants, info.draw_stock)
+        return fail(BAD_DIGEST, 'entrants_digest', 'ENTRANTS listed %d entrants, INFO counts %d'
+                    % (len(entrants), info.entrants))
+    digest = entrants_digest(entrants)
+    if info.entrants_digest is None or _hex(info.entrants_digest) != digest.hex():
+        return fail(BAD_DIGEST, 'entrants_digest', 'the digest of ENTRANTS (user, QTY, in '
+                    'arrival order) is %s, INFO shows entrants_digest %s'
+                    % (digest.hex(), info.entrants_digest))
+    # 4: the draw seed
+    seed_s = draw_seed(info.seed, digest, info.beacon_value)
+    if info.draw_seed is None or _hex(info.draw_seed) != seed_s.hex():
+        return fail(BAD_SEED, 'draw_seed', 'SHA-256(seed || entrants_digest || beacon_value) is '
+                    '%s, INFO shows draw_seed %s' % (seed_s.hex(), info.draw_seed))
+    # 5: the winners and the stock
+    idx = permutation(seed_s, len(entrants))
+    wins = _wins([entrants[i] for i in idx], info.draw_stock)
     first = None
     bad = 0
-    for pos, (e, win) in enumerate(zip(order, wins)):
-        actual = e.result == R_DRAWN
-        if win != actual:
+    for pos, (i, win) in enumerate(zip(idx, wins)):
+        e = entrants[i]
+        if win != (e.result == R_DRAWN):
             bad += 1
             if first is None:
-                first = {'position': pos, 'user': e.user, 'qty': e.qty,
-                         'expected': R_DRAWN if win else 'not drawn', 'actual': e.result,
-                         'draw_key': draw_key(info.seed, e.user)}
+                first = {'position': pos, 'arrival': i, 'user': e.user, 'qty': e.qty,
+                         'expected': R_DRAWN if win else 'not drawn', 'actual': e.result}
     base['winners'] = sum(wins)
     if first is not None:
-        return Verdict(MISMATCH, 'entrant %s at position %d of the draw order: expected %s, '
-                       'ENTRANTS says %s (%d entrants differ)'
-                       % (_show(first['user']), first['position'], first['expected'],
-                          first['actual'], bad), first=first, mismatches=bad, **base)
+        return fail(MISMATCH, 'winners', 'entrant %s (arrival %d) at position %d of the draw '
+                    'order: expected %s, ENTRANTS says %s (%d entrants differ)'
+                    % (_show(first['user']), first['arrival'], first['position'],
+                       first['expected'], first['actual'], bad), first=first, mismatches=bad)
     base['outside_draw'] = outside = outside_draw(info, entrants)
     if outside != 0:
-        return Verdict(MISMATCH, '%d units are held by reservations the draw did not make (the '
-                       "sale's reservations hold %d units, its winners' QTYs add up to %d)"
-                       % (outside, info.held, info.held - outside), **base)
-    return Verdict(OK, 'verified: %d winners of %d entrants over draw_stock %d, seed matches '
-                   'its commitment' % (sum(wins), len(entrants), info.draw_stock), **base)
+        return fail(MISMATCH, 'stock', '%d units are held by reservations the draw did not make '
+                    "(the sale's reservations hold %d units, its winners' QTYs add up to %d)"
+                    % (outside, info.held, info.held - outside))
+    done = 'verified: %d winners of %d entrants over draw_stock %d' % (
+        sum(wins), len(entrants), info.draw_stock)
+    unchecked = []
+    if published is None:
+        unchecked.append(NOT_PUBLISHED)
+    if info.beacon is not None and beacon_value is None:
+        unchecked.append('beacon value not checked against the public value of %s'
+                         % _beacon_show(info.beacon))
+    if unchecked:
+        return Verdict(UNCHECKED, done + ' against the sale itself; ' + '; '.join(unchecked),
+                       unchecked=unchecked, **base)
+    return Verdict(OK, done + ', against the published commitment%s' % (
+        ' and beacon' if info.beacon is not None else ''), **base)
+
+
+def _beacon_show(value: Optional[Union[str, bytes]]) -> str:
+    return 'no beacon' if value is None else _show(value)
+
+
+def commitment_of(seed: Union[str, bytes]) -> str:
+    """commitment() under a name verify's keyword does not shadow."""
+    return commitment(seed)
 
 
 def outside_draw(info: DrawInfo, entrants: Sequence[Entrant]) -> int:
@@ -370,17 +650,25 @@ def outside_draw(info: DrawInfo, entrants: Sequence[Entrant]) -> int:
     return info.held - sum(e.qty for e in entrants if e.result in (R_DRAWN, R_PROMOTED))
 
 
+_SEVERITY = {s: 0 for s in FAILURES}
+_SEVERITY.update({NOT_A_DRAW: 1, NOT_DRAWN: 1, IN_PROGRESS: 1, UNCHECKED: 2, OK: 3})
+
+
 def combine(name: str, parts: Sequence[Verdict]) -> Verdict:
     """A split sale's verdict from its parts' (each part draws on its own
-    seed): ok when every part is; otherwise the first part's that is not."""
-    worst = next((v for v in parts if not v.ok), None)
+    secret and entrants): OK when every part is; otherwise the first part's
+    of the worst kind (a failure, then nothing to verify yet, then
+    UNCHECKED)."""
+    worst = min(parts, key=lambda v: _SEVERITY.get(v.status, 0), default=None)
     total = dict(entrants=sum(v.entrants for v in parts), winners=sum(v.winners for v in parts),
                  key=name, parts=list(parts))
-    if worst is None:
+    if worst is None or worst.ok:
         return Verdict(OK, 'verified: %d parts, %d winners of %d entrants'
                        % (len(parts), total['winners'], total['entrants']), **total)
-    return Verdict(worst.status, 'part %s: %s' % (worst.key, worst.message),
-                   first=worst.first, mismatches=sum(v.mismatches for v in parts), **total)
+    unchecked = sorted({u for v in parts for u in v.unchecked})
+    return Verdict(worst.status, 'part %s: %s' % (worst.key, worst.message), check=worst.check,
+                   first=worst.first, mismatches=sum(v.mismatches for v in parts),
+                   unchecked=unchecked, **total)
 
 
 def check_shares(name: str, round_: str, parts: Sequence[Verdict]) -> Optional[Verdict]:
@@ -389,7 +677,7 @@ def check_shares(name: str, round_: str, parts: Sequence[Verdict]) -> Optional[V
     (`allocate` over the parts' entrants, salted with the round). None when
     they match; a MISMATCH naming the first part that does not (stock moved
     to the part that holds more friends of the shop, say). Parts that
-    verified on their own seed only (each must be OK first)."""
+    verified on their own (each OK or UNCHECKED first)."""
     stock = sum(v.draw_stock or 0 for v in parts)
     weights = {v.key: v.entrants for v in parts}
     shares = allocate(stock, weights, round_)
@@ -402,7 +690,26 @@ def check_shares(name: str, round_: str, parts: Sequence[Verdict]) -> Optional[V
                    % (v.key, v.draw_stock or 0, stock, v.entrants, sum(weights.values()), shares[v.key],
                       len(wrong)),
                    entrants=sum(weights.values()), winners=sum(x.winners for x in parts), key=name,
-                   parts=list(parts), mismatches=len(wrong))
+                   parts=list(parts), mismatches=len(wrong), check='shares')
+
+
+def verify_split(name: str, round_: str, parts: Sequence[Verdict],
+                 commitments: Optional[Mapping[str, str]] = None) -> Verdict:
+    """A split sale's verdict: its parts' (`combine`), then the shares
+    (`check_shares`) when every part verified on its own. `commitments`
+    ({part key: commitment}, as the shop published them): a published key
+    that is not one of the sale's parts fails it (BAD_COMMITMENT)."""
+    if commitments is not None:
+        extra = sorted(set(commitments) - {v.key for v in parts})
+        if extra:
+            return Verdict(BAD_COMMITMENT, 'published commitments name %s, not parts of the sale '
+                           '(its parts: %s)' % (', '.join(extra), ', '.join(str(v.key) for v in parts)),
+                           entrants=sum(v.entrants for v in parts), key=name, parts=list(parts),
+                           check='commitment')
+    combined = combine(name, parts)
+    if combined.status not in (OK, UNCHECKED):
+        return combined
+    return check_shares(name, round_, parts) or combined
 
 
 # ---------------------------------------------------------------- split sales
@@ -483,6 +790,8 @@ def split_closeness(stock: int, weights: Mapping[str, int],
 
 __all__ = ['RegistrationOpen', 'ENTER_STATUSES', 'ENTERED', 'ALREADY_ENTERED', 'DRAWN', 'RESULTS', 'Entered', 'Drawn',
            'Entrant', 'DrawInfo', 'Verdict', 'enter_args', 'parse_entered', 'draw_args',
-           'parse_drawn', 'entrants_args', 'parse_entrants', 'draw_info', 'draw_key',
-           'commitment', 'commitment_ok', 'draw_order', 'simulate', 'winners', 'verify',
-           'combine', 'allocate', 'transfer_plan', 'rebalance_tid', 'split_closeness']
+           'parse_drawn', 'entrants_args', 'parse_entrants', 'draw_info', 'draw_committed',
+           'beacon_name_arg', 'commitment', 'commitment_ok', 'digest_step', 'entrants_digest',
+           'draw_seed', 'uniform', 'DrawOrder', 'permutation', 'draw_order', 'simulate', 'winners',
+           'verify', 'combine', 'check_shares', 'verify_split', 'allocate', 'transfer_plan',
+           'rebalance_tid', 'split_closeness']

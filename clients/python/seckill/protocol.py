@@ -11,7 +11,7 @@ decode_responses) and as RESP2 flat arrays or RESP3 maps.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 # RESERVE statuses, in the order the module checks them.
 NO_SALE = 'NO_SALE'
@@ -177,16 +177,21 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
               end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
               stream: Optional[str] = None, maxlen: Optional[int] = None,
               replace: bool = False, split: Optional[Sequence[Any]] = None,
-              draw: bool = False, fence: bool = False) -> List[Any]:
+              draw: bool = False, fence: bool = False,
+              beacon: Optional[Union[str, bytes]] = None) -> List[Any]:
     """SECKILL.INIT's argument list. Range checks stay with the module (it
     names the bad argument); this only refuses what cannot be sent.
     `split`: the `SPLIT round n peer ...` words of a split sale's key
     (seckill.split_protocol.Layout.split_args). `draw`: a draw sale
     (docs/draw-sales.md; END is required). `fence`: a FENCE sale, which
     refuses to sell (FENCED) on a master promoted or restarted since INIT
-    until SECKILL.UNFENCE (docs/replication.md)."""
+    until SECKILL.UNFENCE (docs/replication.md). `beacon`: a draw sale's
+    `BEACON name` (1..256 bytes), the public value its first DRAW must take
+    (docs/draw-sales.md)."""
     if draw and end_ms is None:
         raise ValueError('a draw sale needs end_ms: the end of registration')
+    if beacon is not None and not draw:
+        raise ValueError('a beacon needs a draw sale (draw=True)')
     if maxlen is not None and stream is None:
         raise ValueError('maxlen needs a stream')
     args: List[Any] = ['SECKILL.INIT', key, int(total)]
@@ -202,6 +207,9 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
         args += list(split)
     if draw:
         args.append('DRAW')
+        if beacon is not None:
+            from .draw import beacon_name_arg
+            args += ['BEACON', beacon_name_arg(beacon)]
     if fence:
         args.append('FENCE')
     if replace:

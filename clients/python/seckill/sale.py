@@ -54,16 +54,19 @@ class Sale:
              end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
              stream: Optional[str] = None, maxlen: Optional[int] = None,
              replace: bool = False, split: Optional[Sequence[Any]] = None,
-             draw: bool = False, fence: bool = False) -> bool:
+             draw: bool = False, fence: bool = False, beacon: Optional[d.UserId] = None) -> bool:
         """SECKILL.INIT. True when created (or replaced), False when the sale
         already existed and nothing changed. `split`: `SPLIT round n peer
         ...` for a key of a split sale (SplitSale passes it). `draw`: a draw
         sale (`INIT ... DRAW`, docs/draw-sales.md): [start_ms, end_ms) is
-        registration, end_ms is required."""
+        registration, end_ms is required. `beacon` (draw sales only): the
+        name of the public value the first DRAW will take (`BEACON name`,
+        e.g. 'drand quicknet round 1234567'). Publish commitment() and the
+        beacon's name before end_ms."""
         return self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split, draw=draw, fence=fence))
+            split=split, draw=draw, fence=fence, beacon=beacon))
 
     create = init
     """The same as init: `Sale(r, key).create(100, end_ms=..., draw=True)`."""
@@ -131,15 +134,28 @@ class Sale:
         reservation id if the user wins."""
         return self._run(_draw_ops.enter(self.key, user, qty, reqid))
 
-    def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
-        """One SECKILL.DRAW (at most `count` winners) -> Drawn(drawn,
-        remaining, left_to_draw). Runs only at or after END."""
-        return self._run(_draw_ops.draw(self.key, count))
+    def commitment(self) -> Optional[str]:
+        """INFO's `seed_commitment` (hex): what to publish before END, with
+        the beacon's name when the sale declared one. None when the key is
+        missing or not a draw sale."""
+        info = self._run(_draw_ops.draw_info(self.key))
+        return None if info is None else info.seed_commitment
 
-    def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
-        """DRAW until left_to_draw is 0, each call short -> Drawn(winners
-        made by these calls, remaining, 0)."""
-        return self._run(_draw_ops.draw_all(self.key, count))
+    def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
+             beacon_value: Optional[d.UserId] = None) -> Drawn:
+        """One SECKILL.DRAW (at most `count` winners) -> Drawn(drawn,
+        remaining, left_to_draw). Runs only at or after END. `beacon_value`:
+        the public value of the sale's declared beacon (required by the
+        first DRAW of a sale that declared one, refused by one that did
+        not; a later DRAW may repeat it)."""
+        return self._run(_draw_ops.draw(self.key, count, beacon_value))
+
+    def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT,
+                 beacon_value: Optional[d.UserId] = None) -> Drawn:
+        """DRAW until left_to_draw is 0, each call short (each with
+        `beacon_value` when given) -> Drawn(winners made by these calls,
+        remaining, 0)."""
+        return self._run(_draw_ops.draw_all(self.key, count, beacon_value))
 
     def entrants(self, count: int = d.DEFAULT_PAGE) -> Iterator[Entrant]:
         """Every entrant (user, qty, result), in the order they entered,
@@ -151,11 +167,17 @@ class Sale:
             if cursor == '0':
                 return
 
-    def verify_draw(self) -> Verdict:
-        """Recomputes the draw from the revealed seed and the entrants and
-        compares it with ENTRANTS (docs/draw-sales.md): a Verdict, `.ok`
-        only when verified."""
-        return self._run(_draw_ops.verify(self.key))
+    def verify_draw(self, commitment: Optional[str] = None, beacon: Optional[d.UserId] = None,
+                    beacon_value: Optional[d.UserId] = None) -> Verdict:
+        """Checks the draw (docs/draw-sales.md, "Checking a draw") against
+        the published `commitment` and `beacon` name (None: the shop
+        published none) and the beacon's public `beacon_value`: the
+        commitment, the beacon, the entrant digest recomputed from ENTRANTS,
+        the draw seed, the winners, the stock. A Verdict, `.ok` only when
+        verified; without `commitment` (or without `beacon_value` on a sale
+        with a beacon) the best it gives is UNCHECKED."""
+        return self._run(_draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
+                                          beacon_value=beacon_value))
 
 
 __all__ = ['Sale', 'SaleMissing']

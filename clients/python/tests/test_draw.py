@@ -1,9 +1,11 @@
 """Draw sales against real servers (docs/draw-sales.md): RESERVE refused,
 ENTER's statuses, DRAW in short calls, ENTRANTS paged, the draw verified by
-the client and by `python -m seckill verify-draw` (and a tampered
-verification refused), the same with seckill.aio and on the Functions
-library; a split sale's draw on a plain redis.Redis with several parts,
-interrupted and finished.
+the client and by `python -m seckill verify-draw` against the published
+commitment (and a tampered verification refused, a sale REPLACEd after END
+refused against the commitment published before, a wrong beacon value
+refused), the same with seckill.aio and on the Functions library; a split
+sale's draw on a plain redis.Redis with several parts, interrupted and
+finished.
 
 The module's tests run on SECKILL_MODULE (the build), the library's on
 SECKILL_LIBRARY (the repository's functions/seckill.lua)."""
@@ -11,6 +13,7 @@ SECKILL_LIBRARY (the repository's functions/seckill.lua)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 
@@ -21,10 +24,12 @@ from seckill import Sale, SplitSale
 from seckill import __main__ as cli
 from seckill import draw as d
 from seckill import library
+from seckill._io import call
 from seckill._servers import RedisServer
 from seckill.aio import Sale as AioSale
 from seckill.faults import Crash, Faults
 
+from test_draw_protocol import naive_digest, naive_winners
 from test_split_cluster import users_homed
 
 WINDOW_MS = 400      # registration stays open this long after INIT
@@ -82,6 +87,12 @@ def test_reserve_refused_and_enter_statuses(backend_client):
     info = sale.info()
     assert (info['mode'], info['entrants'], info['remaining'], info['seed']) == ('draw', 0, 3, None)
     assert len(info['seed_commitment']) == 64 and info['draw_stock'] is None
+    assert (info['entrants_digest'], info['beacon'], info['beacon_value'], info['draw_seed']) == \
+        ('0' * 64, None, None, None)
+    fields = list(info)
+    assert fields[fields.index('mode'):fields.index('mode') + 12] == [
+        'mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment',
+        'seed', 'entrants_digest', 'beacon', 'beacon_value', 'draw_seed']
     assert sale.enter('u1', qty=2, reqid='o-1') == ('ENTERED', 1)
     assert sale.enter('u1', qty=1) == ('ALREADY_ENTERED', 1)       # the first entry stands
     with pytest.raises(redis.ResponseError, match='LIMIT'):
@@ -89,6 +100,7 @@ def test_reserve_refused_and_enter_statuses(backend_client):
     with pytest.raises(redis.ResponseError, match='REQID'):
         sale.enter('u3', reqid='o-1')
     assert sale.enter('u2') == ('ENTERED', 2)
+    assert sale.info()['entrants_digest'] == naive_digest([('u1', 2), ('u2', 1)]).hex()
     assert Sale(r, 'sale:{none}', backend=backend).enter('u1') == ('NO_SALE', 0)
     with pytest.raises(redis.ResponseError, match='END'):
         sale.draw()
@@ -96,9 +108,10 @@ def test_reserve_refused_and_enter_statuses(backend_client):
     # a sale that is not a draw sale refuses the draw commands
     plain = Sale(r, 'sale:{plain}', backend=backend)
     plain.init(1, replace=True)
-    for call in (lambda: plain.enter('u1'), lambda: plain.draw(), lambda: list(plain.entrants())):
+    for refused in (lambda: plain.enter('u1'), lambda: plain.draw(),
+                    lambda: list(plain.entrants())):
         with pytest.raises(redis.ResponseError, match='not a draw sale'):
-            call()
+            refused()
     # registration not started yet
     later = Sale(r, 'sale:{later}', backend=backend)
     now = later.server_ms()
@@ -106,6 +119,9 @@ def test_reserve_refused_and_enter_statuses(backend_client):
     assert later.enter('u1').status == 'NOT_STARTED'
     wait_past(sale, end)
     assert sale.enter('u9') == ('ENDED', 2)
+    with pytest.raises(redis.ResponseError, match='declared no beacon'):
+        sale.draw(beacon_value='v')              # changes nothing
+    assert sale.info()['seed'] is None
     assert sale.draw_all() == (2, 0, 0)          # both fit: 2 + 1 units of 3
     assert sale.enter('u9').status == 'DRAWN'
     assert Sale(r, 'sale:{none}', backend=backend).info() is None
@@ -120,7 +136,12 @@ def test_enter_draw_verify(backend_client, monkeypatch, capsys):
     qty = {('user:%d' % i): 1 + i % 3 for i in range(n)}
     for i, (u, q) in enumerate(qty.items()):
         assert sale.enter(u, qty=q, reqid='ord-%d' % i) == ('ENTERED', i + 1)
-    commitment = sale.info()['seed_commitment']
+    commitment = sale.commitment()
+    assert commitment == sale.info()['seed_commitment']
+    # INIT's stream entry: the values to publish
+    _id, committed = r.xrange('sale:{de}:events', count=1)[0]
+    assert d.draw_committed(committed) == (commitment, None)
+    assert committed == {'event': 'draw_committed', 'commitment': commitment, 'beacon': ''}
     wait_past(sale, end)
     first = sale.draw(count=1)
     assert first.drawn == 1 and first.left_to_draw > 0
@@ -132,14 +153,14 @@ def test_enter_draw_verify(backend_client, monkeypatch, capsys):
     ents = list(sale.entrants(count=7))
     assert [e.user for e in ents] == list(qty)                    # the order they entered
     assert all(e.qty == qty[e.user] for e in ents)
-    # the winners recomputed here from the seed, with hashlib, not the package
-    import hashlib
+    # the digest, the seed and the winners recomputed here by the tests' naive
+    # reference (the contract's pseudo-code), not the package
     seed = bytes.fromhex(info['seed'])
-    left, expect = stock, []
-    for u in sorted(qty, key=lambda u: hashlib.sha256(seed + u.encode()).digest()):
-        if qty[u] <= left:
-            left -= qty[u]
-            expect.append(u)
+    assert info['entrants_digest'] == naive_digest(list(qty.items())).hex()
+    assert info['draw_seed'] == hashlib.sha256(seed + naive_digest(list(qty.items()))).hexdigest()
+    assert (info['beacon'], info['beacon_value']) == (None, None)
+    expect = naive_winners(seed, list(qty.items()), b'', stock)
+    left = stock - sum(qty[u] for u in expect)
     assert sorted(e.user for e in ents if e.result == 'drawn') == sorted(expect)
     assert first.drawn + rest.drawn == len(expect)
     assert info['remaining'] == left and info['pending'] == stock - left
@@ -150,19 +171,27 @@ def test_enter_draw_verify(backend_client, monkeypatch, capsys):
             assert (got['user'], got['qty'], got['state']) == (u, qty[u], 'pending')
     events = r.xrange('sale:{de}:events')
     assert sorted(f['user'] for _id, f in events if f.get('via') == 'draw') == sorted(expect)
-    v = sale.verify_draw()
+    v = sale.verify_draw(commitment)
     assert v.ok and v.winners == len(expect), v.message
+    assert sale.verify_draw().status == d.UNCHECKED              # nothing published given
 
     # the command line (it detects the backend itself), on the real server
     url = 'redis://127.0.0.1:%d/0' % r.connection_pool.connection_kwargs['port']
-    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 0
-    assert cli.main(['--redis', url, 'verify-draw', '--json', 'sale:{de}']) == 0
-    assert cli.main(['verify-draw', '--redis', url, 'sale:{none}']) == 2
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}', '--commitment', commitment]) == 0
+    assert cli.main(['--redis', url, 'verify-draw', '--json', 'sale:{de}',
+                     '--commitment', commitment]) == 0
+    capsys.readouterr()
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 3
+    assert 'not checked against a published commitment' in capsys.readouterr().out.splitlines()
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}', '--commitment',
+                     hashlib.sha256(b'another').hexdigest()]) == 1
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{none}', '--commitment',
+                     commitment]) == 2
 
     # tampered: ENTRANTS (as a client sees them) moves one win to a loser
     real_from_url = redis.Redis.from_url
-    loser = next(u for u in sorted(qty, key=lambda u: hashlib.sha256(seed + u.encode()).digest())
-                 if u not in expect)
+    s_order = [list(qty)[i] for i in d.permutation(info['draw_seed'], len(qty))]
+    loser = next(u for u in s_order if u not in expect)
 
     class Tampered(redis.Redis):
         def execute_command(self, *args, **kw):
@@ -180,11 +209,11 @@ def test_enter_draw_verify(backend_client, monkeypatch, capsys):
                         lambda url, **kw: Tampered(connection_pool=real_from_url(url, **kw)
                                                    .connection_pool))
     capsys.readouterr()
-    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}']) == 1
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{de}', '--commitment', commitment]) == 1
     printed = capsys.readouterr().out
     assert 'MISMATCH' in printed and 'first differing entrant' in printed, printed
-    res = Sale(Tampered(connection_pool=r.connection_pool), 'sale:{de}').verify_draw()
-    assert res.status == d.MISMATCH and res.mismatches == 2
+    res = Sale(Tampered(connection_pool=r.connection_pool), 'sale:{de}').verify_draw(commitment)
+    assert res.status == d.MISMATCH and res.check == 'winners' and res.mismatches == 2
     assert text_user(res.first['user']) in (expect[0], loser)
 
 
@@ -198,31 +227,119 @@ def test_waitlist_promotion_keeps_the_draw_verifiable(backend_client):
     for i in range(6):
         sale.enter('w%d' % i, reqid='ow%d' % i)
     wait_past(sale, end)
+    commitment = sale.commitment()
     assert sale.draw_all() == (2, 0, 0)
-    seed = sale.info()['seed']
     ents = list(sale.entrants())
-    order, wins = d.simulate(seed, ents, 2)
+    order, wins = d.simulate(sale.info()['draw_seed'], ents, 2)
     winner = next(e for e, w in zip(order, wins) if w)
     first_loser = next(e for e, w in zip(order, wins) if not w)
     assert sale.release('o' + winner.user).status == 'RELEASED'
     results = {e.user: e.result for e in sale.entrants()}
     assert results[first_loser.user] == 'promoted'          # the next in draw order
     assert results[winner.user] == 'drawn'                  # a winner stays a winner of the draw
-    v = sale.verify_draw()
+    v = sale.verify_draw(commitment)
     assert v.ok and v.winners == 2, v.message
 
 def test_verify_draw_cli_output(dr, capsys):
     sale, end = new_draw_sale(dr, 'sale:{dc}', 2)
     for i in range(5):
         sale.enter('c%d' % i)
+    commitment = sale.commitment()
     url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
-    assert cli.main(['verify-draw', '--redis', url, 'sale:{dc}']) == 2
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{dc}', '--commitment', commitment]) == 2
     assert 'NOT DRAWN' in capsys.readouterr().out
     wait_past(sale, end)
     sale.draw_all()
-    assert cli.main(['verify-draw', '--redis', url, '--json', 'sale:{dc}']) == 0
+    assert cli.main(['verify-draw', '--redis', url, '--json', 'sale:{dc}',
+                     '--commitment', commitment]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out['ok'] and out['status'] == 'ok' and out['winners'] == 2 and out['entrants'] == 5
+    assert out['published_commitment'] == commitment and len(out['draw_seed']) == 64
+    assert cli.main(['verify-draw', '--redis', url, '--json', 'sale:{dc}']) == 3
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)['status'] == 'unchecked'
+    assert 'not checked against a published commitment' in captured.err
+
+
+def test_replace_after_end_fails_against_the_published_commitment(backend_client, capsys):
+    """The shop publishes the commitment, registration ends, then it
+    REPLACEs the sale (a new secret) and has everyone enter again: the new
+    draw is consistent in itself, but not with what was published."""
+    r, backend = backend_client
+    users = ['r%d' % i for i in range(12)]
+    sale, end = new_draw_sale(r, 'sale:{dr}', 4, backend)
+    for u in users:
+        assert sale.enter(u).status == 'ENTERED'
+    published = sale.commitment()
+    wait_past(sale, end)
+    end2 = sale.server_ms() + WINDOW_MS
+    assert sale.init(4, end_ms=end2, draw=True, replace=True) is True
+    assert sale.commitment() != published
+    for u in reversed(users):                    # everyone again, in an order of the shop's choosing
+        assert sale.enter(u).status == 'ENTERED'
+    wait_past(sale, end2)
+    assert sale.draw_all() == (4, 0, 0)
+    assert sale.verify_draw(sale.commitment()).ok            # consistent in itself
+    v = sale.verify_draw(published)
+    assert (v.status, v.check) == (d.BAD_COMMITMENT, 'commitment') and not v.ok, v.message
+    url = 'redis://127.0.0.1:%d/0' % r.connection_pool.connection_kwargs['port']
+    capsys.readouterr()
+    assert cli.main(['verify-draw', '--redis', url, 'sale:{dr}', '--commitment', published]) == 1
+    assert 'BAD COMMITMENT' in capsys.readouterr().out
+
+
+def test_beacon_draw_and_a_wrong_beacon_value(backend_client, capsys):
+    r, backend = backend_client
+    name, value = 'drand quicknet round 1234567', 'the round value 9f2c'
+    sale, end = new_draw_sale(r, 'sale:{db}', 3, backend, stream='sale:{db}:events',
+                              beacon=name)
+    entries = [('b%d' % i, 1) for i in range(10)]
+    for u, q in entries:
+        assert sale.enter(u, qty=q).status == 'ENTERED'
+    published = sale.commitment()
+    info = sale.info()
+    assert (info['beacon'], info['beacon_value'], info['draw_seed']) == (name, None, None)
+    _id, committed = r.xrange('sale:{db}:events', count=1)[0]
+    assert d.draw_committed(committed) == (published, name)
+    # the server's own checks of BEACON (each changes nothing)
+    with pytest.raises(redis.ResponseError, match='BEACON needs DRAW'):
+        sale._run(call(['SECKILL.INIT', 'sale:{nb}', 1, 'BEACON', name]))
+    with pytest.raises(redis.ResponseError, match='BEACON name must be 1 to 256 bytes'):
+        sale._run(call(['SECKILL.INIT', 'sale:{nb}', 1, 'END', end, 'DRAW',
+                        'BEACON', 'n' * 257]))
+    wait_past(sale, end)
+    with pytest.raises(redis.ResponseError, match='the first DRAW needs BEACON value'):
+        sale.draw()
+    with pytest.raises(redis.ResponseError, match='BEACON value must be 1 to 1024 bytes'):
+        sale._run(call(['SECKILL.DRAW', 'sale:{db}', 'BEACON', 'v' * 1025]))
+    assert sale.info()['seed'] is None                    # nothing drawn, nothing revealed
+    first = sale.draw(count=1, beacon_value=value)
+    assert first.left_to_draw > 0
+    with pytest.raises(redis.ResponseError, match='BEACON differs'):
+        sale.draw(count=1, beacon_value=value + 'x')
+    sale.draw(count=1)                                    # no BEACON later: fine
+    sale.draw_all(count=1, beacon_value=value)            # the same value again: fine
+    info = sale.info()
+    assert info['beacon_value'] == value and info['left_to_draw'] == 0
+    seed = bytes.fromhex(info['seed'])
+    assert info['draw_seed'] == hashlib.sha256(
+        seed + naive_digest(entries) + value.encode()).hexdigest()
+    won = sorted(naive_winners(seed, entries, value.encode(), 3))
+    assert sorted(e.user for e in sale.entrants() if e.result == 'drawn') == won
+    assert sale.verify_draw(published, name, value).ok
+    v = sale.verify_draw(published, name, 'another value')
+    assert (v.status, v.check) == (d.BAD_BEACON, 'beacon'), v.message
+    v = sale.verify_draw(published, None, value)              # published without a beacon
+    assert v.status == d.BAD_BEACON, v.message
+    assert sale.verify_draw(published, name).status == d.UNCHECKED
+    url = 'redis://127.0.0.1:%d/0' % r.connection_pool.connection_kwargs['port']
+    base = ['verify-draw', '--redis', url, 'sale:{db}', '--commitment', published,
+            '--beacon', name]
+    assert cli.main(base + ['--beacon-value', value]) == 0
+    capsys.readouterr()
+    assert cli.main(base + ['--beacon-value', 'another value']) == 1
+    assert 'BAD BEACON' in capsys.readouterr().out
+    assert cli.main(base) == 3
 
 
 def test_async_enter_draw_verify(backend_client):
@@ -233,15 +350,17 @@ def test_async_enter_draw_verify(backend_client):
         r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
         sale = AioSale(r, 'sale:{da}', backend=backend)
         now = await sale.server_ms()
-        assert await sale.create(3, end_ms=now + WINDOW_MS, draw=True, replace=True)
+        assert await sale.create(3, end_ms=now + WINDOW_MS, draw=True, replace=True,
+                                 beacon='async beacon')
+        commitment = await sale.commitment()
         for i in range(9):
             assert (await sale.enter('a%d' % i)).status == 'ENTERED'
         assert (await sale.reserve('a0')).status == 'DRAW'
         while await sale.server_ms() < now + WINDOW_MS:
             await asyncio.sleep(0.02)
-        done = await sale.draw_all(count=2)
+        done = await sale.draw_all(count=2, beacon_value='async value')
         ents = [e async for e in sale.entrants(count=4)]
-        v = await sale.verify_draw()
+        v = await sale.verify_draw(commitment, 'async beacon', 'async value')
         await r.aclose()
         return done, ents, v
 
@@ -296,6 +415,8 @@ def test_split_draw(backend_client):
         assert sale.enter(u, reqid='o-' + u).status == 'ENTERED'
     assert sale.enter(users[0]).status == 'ALREADY_ENTERED'
     assert sale.reserve(users[1])[0] == 'DRAW'
+    published = sale.commitments()
+    assert sorted(published) == sorted(lay.parts) and all(len(c) == 64 for c in published.values())
     before = sale.info()
     with pytest.raises(d.RegistrationOpen):
         sale.draw()
@@ -315,13 +436,20 @@ def test_split_draw(backend_client):
         assert info['draw_stock'] == shares[k] and info['left_to_draw'] == 0
     again = SplitSale(dr, 'sd', backend=backend).draw()                # a rerun: nothing moves, nothing drawn
     assert not again['rebalanced'] and again['drawn'] == 0
-    v = sale.verify_draw()
+    v = sale.verify_draw(published)
     assert v.ok and len(v.parts) == parts and v.winners == stock, v.message
+    assert sale.verify_draw().status == d.UNCHECKED
+    missing = dict(published)
+    missing.pop(lay.parts[1])
+    v = sale.verify_draw(missing)
+    assert v.status == d.BAD_COMMITMENT and lay.parts[1] in v.message, v.message
     won = [e for _k, e in sale.entrants(count=9) if e.result == 'drawn']
     assert len(won) == stock
     assert sale.info()['invariant'] == 'ok'
     url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
-    assert cli.main(['verify-draw', '--redis', url, '--split', 'sd']) == 0
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sd'] +
+                    ['--commitment=%s=%s' % kv for kv in published.items()]) == 0
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sd']) == 3
 
 
 def test_split_draw_proportional(backend_client):
@@ -335,6 +463,7 @@ def test_split_draw_proportional(backend_client):
     now = Sale(dr, 'x').server_ms()
     end = now + WINDOW_MS + 300
     sale.create(stock, parts=parts, limit=1, end_ms=end, draw=True)
+    published = sale.commitments()
     counts = [37, 81, 19]
     for i, n in enumerate(counts):
         for u in users_homed(i, parts, n, 'sp'):
@@ -347,7 +476,7 @@ def test_split_draw_proportional(backend_client):
         assert abs(out['shares'][k] - stock * counts[i] / sum(counts)) < 1
         assert abs(out['closeness']['parts'][k] - stock / sum(counts)) < 1 / counts[i]
     assert out['drawn'] == stock
-    assert sale.verify_draw().ok
+    assert sale.verify_draw(published).ok
 
 
 def test_split_draw_with_stock_moved_to_one_part_fails_verification(backend_client):
@@ -361,6 +490,7 @@ def test_split_draw_with_stock_moved_to_one_part_fails_verification(backend_clie
     sale = SplitSale(dr, 'sk', backend=backend)
     end = Sale(dr, 'x').server_ms() + WINDOW_MS + 300
     sale.create(stock, parts=parts, limit=1, end_ms=end, draw=True)
+    published = sale.commitments()
     for i, n in enumerate([20, 20, 2]):
         for u in users_homed(i, parts, n, 'sk'):
             sale.enter(u)
@@ -370,11 +500,12 @@ def test_split_draw_with_stock_moved_to_one_part_fails_verification(backend_clie
     sale._run(sale.core.drawer.rebalance(lay, rigged))
     sale._run(sale.core.drawer.draw_parts(lay, 100))
     assert Sale(dr, lay.parts[2], backend=backend).info()['draw_stock'] == stock
-    v = sale.verify_draw()
+    v = sale.verify_draw(published)
     assert all(part.ok for part in v.parts)      # each part alone verifies
-    assert v.status == d.MISMATCH and 'share' in v.message and v.mismatches == parts, v.message
+    assert v.status == d.MISMATCH and v.check == 'shares' and v.mismatches == parts, v.message
     url = 'redis://127.0.0.1:%d/0' % dr.connection_pool.connection_kwargs['port']
-    assert cli.main(['verify-draw', '--redis', url, '--split', 'sk']) == 1
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sk'] +
+                    ['--commitment=%s=%s' % kv for kv in published.items()]) == 1
 
 
 def test_async_split_draw(backend_client):
@@ -389,15 +520,16 @@ def test_async_split_draw(backend_client):
         r = redis.asyncio.Redis(host='127.0.0.1', port=port, decode_responses=True)
         sale = AioSplitSale(r, 'ad', backend=backend)
         end = await AioSale(r, 'x', backend=backend).server_ms() + WINDOW_MS + 300
-        assert await sale.create(6, parts=3, end_ms=end, draw=True)
+        assert await sale.create(6, parts=3, end_ms=end, draw=True, beacon='split beacon')
+        published = await sale.commitments()
         for i, n in enumerate(counts):
             for u in users_homed(i, 3, n, 'ad'):
                 assert (await sale.enter(u)).status == 'ENTERED'
         while await AioSale(r, 'x', backend=backend).server_ms() < end:
             await asyncio.sleep(0.02)
-        out = await sale.draw(count=2)
+        out = await sale.draw(count=2, beacon_value='split value')
         ents = [(k, e) async for k, e in sale.entrants(count=4)]
-        v = await sale.verify_draw()
+        v = await sale.verify_draw(published, 'split beacon', 'split value')
         lay = await sale.layout()
         await r.aclose()
         return out, ents, v, lay
@@ -418,6 +550,7 @@ def test_split_draw_on_a_cluster(dr, request):
         sale = SplitSale(rc, 'cd')
         end = Sale(dr, 'x').server_ms() + WINDOW_MS + 500
         assert sale.create(30, parts=3, limit=1, end_ms=end, draw=True, replace=True)
+        published = sale.commitments()
         lay = sale.layout()
         assert len({sale.node_name(k) for k in lay.parts}) == 3
         counts = [8, 40, 12]
@@ -427,8 +560,9 @@ def test_split_draw_on_a_cluster(dr, request):
         wait_past(Sale(dr, 'x'), end)          # one machine: the nodes share its clock
         out = sale.draw(count=5)
         assert out['shares'] == dict(zip(lay.parts, [4, 20, 6])) and out['drawn'] == 30
-        assert sale.verify_draw().ok and sale.info()['invariant'] == 'ok'
+        assert sale.verify_draw(published).ok and sale.info()['invariant'] == 'ok'
         url = 'redis://127.0.0.1:%d/0' % cluster.masters[0].port
-        assert cli.main(['verify-draw', '--redis', url, '--cluster', '--split', 'cd']) == 0
+        assert cli.main(['verify-draw', '--redis', url, '--cluster', '--split', 'cd'] +
+                        ['--commitment=%s=%s' % kv for kv in published.items()]) == 0
     finally:
         rc.close()

@@ -73,11 +73,12 @@ class Sale:
                    end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
                    stream: Optional[str] = None, maxlen: Optional[int] = None,
                    replace: bool = False, split: Optional[Sequence[Any]] = None,
-                   draw: bool = False, fence: bool = False) -> bool:
+                   draw: bool = False, fence: bool = False,
+                   beacon: Optional[d.UserId] = None) -> bool:
         return await self._run(_ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
-            split=split, draw=draw, fence=fence))
+            split=split, draw=draw, fence=fence, beacon=beacon))
 
     create = init
 
@@ -123,11 +124,17 @@ class Sale:
     async def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
         return await self._run(_draw_ops.enter(self.key, user, qty, reqid))
 
-    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
-        return await self._run(_draw_ops.draw(self.key, count))
+    async def commitment(self) -> Optional[str]:
+        info = await self._run(_draw_ops.draw_info(self.key))
+        return None if info is None else info.seed_commitment
 
-    async def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT) -> Drawn:
-        return await self._run(_draw_ops.draw_all(self.key, count))
+    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
+                   beacon_value: Optional[d.UserId] = None) -> Drawn:
+        return await self._run(_draw_ops.draw(self.key, count, beacon_value))
+
+    async def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT,
+                       beacon_value: Optional[d.UserId] = None) -> Drawn:
+        return await self._run(_draw_ops.draw_all(self.key, count, beacon_value))
 
     async def entrants(self, count: int = d.DEFAULT_PAGE) -> AsyncIterator[Entrant]:
         """`async for e in sale.entrants(): ...`, one ENTRANTS page per
@@ -140,8 +147,11 @@ class Sale:
             if cursor == '0':
                 return
 
-    async def verify_draw(self) -> Verdict:
-        return await self._run(_draw_ops.verify(self.key))
+    async def verify_draw(self, commitment: Optional[str] = None,
+                          beacon: Optional[d.UserId] = None,
+                          beacon_value: Optional[d.UserId] = None) -> Verdict:
+        return await self._run(_draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
+                                                beacon_value=beacon_value))
 
 
 class SplitSale(SplitSaleBase):
@@ -179,10 +189,11 @@ class SplitSale(SplitSaleBase):
                      hold_ms: int = 0, start_ms: Optional[int] = None,
                      end_ms: Optional[int] = None, ttl_s: Optional[int] = None,
                      stream: bool = False, replace: bool = False,
-                     bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> bool:
+                     bmax: int = sp.DEFAULT_BMAX, draw: bool = False,
+                     beacon: Optional[d.UserId] = None) -> bool:
         return await self._run(self.core.create(
             total, parts=parts, limit=limit, hold_ms=hold_ms, start_ms=start_ms, end_ms=end_ms,
-            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw))
+            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw, beacon=beacon))
 
     async def recover(self, stream: Optional[bool] = None, limit: int = 1,
                       bmax: int = sp.DEFAULT_BMAX, hint: Iterable[str] = (),
@@ -219,11 +230,17 @@ class SplitSale(SplitSaleBase):
     async def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
         return await self._run(self.core.enter(user, qty, reqid))
 
-    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Dict[str, Any]:
-        return await self._run(self.core.draw(count))
+    async def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
+                   beacon_value: Optional[d.UserId] = None) -> Dict[str, Any]:
+        return await self._run(self.core.draw(count, beacon_value))
 
-    async def verify_draw(self) -> Verdict:
-        return await self._run(self.core.verify_draw())
+    async def commitments(self) -> Dict[str, str]:
+        return await self._run(self.core.commitments())
+
+    async def verify_draw(self, commitments: Optional[Dict[str, str]] = None,
+                          beacon: Optional[d.UserId] = None,
+                          beacon_value: Optional[d.UserId] = None) -> Verdict:
+        return await self._run(self.core.verify_draw(commitments, beacon, beacon_value))
 
     async def entrants(self, count: int = d.DEFAULT_PAGE) -> AsyncIterator[Tuple[str, Entrant]]:
         part, n = 0, 1

@@ -93,7 +93,8 @@ class SplitSale(SplitSaleBase):
     def create(self, total: int, parts: Optional[int] = None, limit: int = 1, hold_ms: int = 0,
                start_ms: Optional[int] = None, end_ms: Optional[int] = None,
                ttl_s: Optional[int] = None, stream: bool = False, replace: bool = False,
-               bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> bool:
+               bmax: int = sp.DEFAULT_BMAX, draw: bool = False,
+               beacon: Optional[d.UserId] = None) -> bool:
         """Creates the pool and the parts (SECKILL.INIT each, with `SPLIT
         round n peer ...` under a new round id), then the layout hash. False
         when the sale exists and `replace` is not set (nothing changes).
@@ -105,10 +106,13 @@ class SplitSale(SplitSaleBase):
 
         `draw`: a draw sale (docs/draw-sales.md): every part is INITed with
         DRAW ([start_ms, end_ms) is registration, end_ms required); users
-        enter() on their home parts, and draw() after end_ms."""
+        enter() on their home parts, and draw() after end_ms. `beacon`
+        (draw sales only): every part is INITed with `BEACON beacon`, the
+        name of the public value draw() will take; publish it with
+        commitments() before end_ms."""
         return self._run(self.core.create(
             total, parts=parts, limit=limit, hold_ms=hold_ms, start_ms=start_ms, end_ms=end_ms,
-            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw))
+            ttl_s=ttl_s, stream=stream, replace=replace, bmax=bmax, draw=draw, beacon=beacon))
 
     def recover(self, stream: Optional[bool] = None, limit: int = 1, bmax: int = sp.DEFAULT_BMAX,
                 hint: Iterable[str] = (), salts: int = 64) -> sp.Layout:
@@ -191,7 +195,8 @@ class SplitSale(SplitSaleBase):
         part)."""
         return self._run(self.core.enter(user, qty, reqid))
 
-    def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Dict[str, Any]:
+    def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
+             beacon_value: Optional[d.UserId] = None) -> Dict[str, Any]:
         """After end_ms: moves stock between the keys (SEND/RECV with the
         sale's ROUND, deterministic TIDs, interrupted transfers repaired
         first) so that each part holds the sale's stock in proportion to its
@@ -206,13 +211,27 @@ class SplitSale(SplitSaleBase):
         rerun after an interruption only finishes the draws. Returns
         {moved, transfers, rebalanced, entrants, shares, stock, closeness,
         drawn, remaining, rounds} (seckill.draw.split_closeness: each part's
-        chance per entrant against one global draw's)."""
-        return self._run(self.core.draw(count))
+        chance per entrant against one global draw's). `beacon_value`: the
+        public value of the sale's beacon, sent with every part's DRAW (a
+        sale created with `beacon` needs it)."""
+        return self._run(self.core.draw(count, beacon_value))
 
-    def verify_draw(self) -> d.Verdict:
-        """Every part's draw verified on its own seed: a Verdict whose
-        `parts` are the parts' verdicts; `.ok` only when every part is."""
-        return self._run(self.core.verify_draw())
+    def commitments(self) -> Dict[str, str]:
+        """{part key: seed_commitment}: what to publish before end_ms (with
+        the beacon's name), and what verify_draw takes."""
+        return self._run(self.core.commitments())
+
+    def verify_draw(self, commitments: Optional[Dict[str, str]] = None,
+                    beacon: Optional[d.UserId] = None,
+                    beacon_value: Optional[d.UserId] = None) -> d.Verdict:
+        """Every part's draw verified on its own secret and entrants, then
+        the parts' shares: a Verdict whose `parts` are the parts' verdicts;
+        `.ok` only when every part is. `commitments`: the published
+        {part key: commitment} (commitments() before END); a part it leaves
+        out, or a key that is not a part, fails. `beacon`, `beacon_value`:
+        the sale's beacon name and public value, as for Sale.verify_draw.
+        Without `commitments` the best verdict is UNCHECKED."""
+        return self._run(self.core.verify_draw(commitments, beacon, beacon_value))
 
     def entrants(self, count: int = d.DEFAULT_PAGE) -> Iterator[Tuple[str, d.Entrant]]:
         """(part key, Entrant) for every entrant, part after part."""

@@ -96,11 +96,15 @@ class SplitCore:
     def enter(self, user: Any, qty: int = 1, reqid: Optional[str] = None) -> Steps:
         return self.drawer.enter(user, qty, reqid)
 
-    def draw(self, count: int) -> Steps:
-        return self.drawer.draw(count)
+    def draw(self, count: int, beacon_value: Any = None) -> Steps:
+        return self.drawer.draw(count, beacon_value)
 
-    def verify_draw(self) -> Steps:
-        return self.drawer.verify()
+    def verify_draw(self, commitments: Any = None, beacon: Any = None,
+                    beacon_value: Any = None) -> Steps:
+        return self.drawer.verify(commitments, beacon, beacon_value)
+
+    def commitments(self) -> Steps:
+        return self.drawer.commitments()
 
     def entrants_page(self, part: int, cursor: Any, count: int) -> Steps:
         return self.drawer.entrants_page(part, cursor, count)

@@ -42,15 +42,23 @@ class Drawer(Parts):
             return d.Entered(d.NO_SALE, 0)
         return (yield from _draw_ops.enter(lay.home(p.text(user)), user, qty, reqid))
 
-    def draw(self, count: int = d.DEFAULT_DRAW_COUNT) -> Steps:
+    def draw(self, count: int = d.DEFAULT_DRAW_COUNT, beacon_value: Any = None) -> Steps:
         """See SplitSale.draw."""
+        if beacon_value is not None:     # refused before anything moves
+            d.draw_args('x', count, beacon_value)
+
         def once() -> Steps:
             lay = yield from self.topology.layout()
-            return (yield from self._draw(lay, count))
+            return (yield from self._draw(lay, count, beacon_value))
         return (yield from self.topology.round_retry(once))
 
-    def _draw(self, lay: sp.Layout, count: int) -> Steps:
+    def _draw(self, lay: sp.Layout, count: int, beacon_value: Any = None) -> Steps:
         infos = yield from self.infos(lay)
+        declared = sorted({i.beacon for i in infos.values() if i.beacon is not None})
+        if beacon_value is None and declared and not all(i.started for i in infos.values()):
+            # the parts' first DRAW would refuse it, after the stock moved
+            raise ValueError('split sale %r declared the beacon %s: draw(beacon_value=...) with '
+                             'its public value' % (lay.name, ', '.join(map(repr, declared))))
         out: Dict[str, Any] = {'moved': 0, 'transfers': 0, 'rebalanced': False}
         if not any(i.started for i in infos.values()):
             # before END entrants still come: a plan now would weigh too few of them
@@ -63,7 +71,7 @@ class Drawer(Parts):
             out.update((yield from self.rebalance(lay)))
             out['rebalanced'] = True
             self.s.fault('draw_rebalanced')
-        out.update((yield from self.draw_parts(lay, count)))
+        out.update((yield from self.draw_parts(lay, count, beacon_value)))
         return out
 
     def infos(self, lay: sp.Layout) -> Steps:
@@ -123,16 +131,17 @@ class Drawer(Parts):
         raise RuntimeError('split sale %r: the rebalance before the draw did not settle in %d '
                            'passes' % (lay.name, MAX_ATTEMPTS))
 
-    def draw_parts(self, lay: sp.Layout, count: int) -> Steps:
+    def draw_parts(self, lay: sp.Layout, count: int, beacon_value: Any = None) -> Steps:
         """DRAW on every part, in parallel rounds, until each part's draw is
         complete: {'drawn' (winners made by these calls), 'remaining' (the
-        parts' stock after), 'rounds'}."""
+        parts' stock after), 'rounds'}. Every DRAW carries `BEACON
+        beacon_value` when given."""
         active = list(lay.parts)
         last: Dict[str, int] = {}
         drawn = rounds = 0
         remaining: Dict[str, int] = {}
         while active:
-            replies = yield Round([d.draw_args(k, count) for k in active])
+            replies = yield Round([d.draw_args(k, count, beacon_value) for k in active])
             rounds += 1
             still = []
             for k, reply in zip(active, replies):
@@ -149,18 +158,33 @@ class Drawer(Parts):
             active = still
         return {'drawn': drawn, 'remaining': sum(remaining.values()), 'rounds': rounds}
 
-    def verify(self) -> Steps:
-        """Every part's draw verified on its own seed (seckill.draw.combine),
-        then the parts' shares of the stock against their entrants
-        (seckill.draw.check_shares): the plan `rebalance` follows."""
+    def verify(self, commitments: Optional[Mapping[str, str]] = None, beacon: Any = None,
+               beacon_value: Any = None) -> Steps:
+        """Every part's draw verified on its own (against its published
+        commitment, `commitments[part key]`, and the sale's `beacon` and
+        `beacon_value`), then the parts' shares of the stock against their
+        entrants (seckill.draw.verify_split): the plan `rebalance` follows.
+        A part the published `commitments` leave out is checked against
+        nothing published: it fails (BAD_COMMITMENT), as does a published
+        key that is not a part."""
         lay = yield from self.topology.layout()
         verdicts = []
         for k in lay.parts:
-            verdicts.append((yield from _draw_ops.verify(k)))
-        combined = d.combine(lay.name, verdicts)
-        if not combined.ok:
-            return combined
-        return d.check_shares(lay.name, lay.round, verdicts) or combined
+            if commitments is not None and k not in commitments:
+                verdicts.append(d.Verdict(d.BAD_COMMITMENT, 'no published commitment for this '
+                                          'part', key=k, check='commitment'))
+                continue
+            verdicts.append((yield from _draw_ops.verify(
+                k, commitment=None if commitments is None else commitments[k],
+                beacon=beacon, beacon_value=beacon_value)))
+        return d.verify_split(lay.name, lay.round, verdicts, commitments)
+
+    def commitments(self) -> Steps:
+        """{part key: seed_commitment} of every part (one parallel round
+        of INFO): what to publish before END, with the beacon's name."""
+        lay = yield from self.topology.layout()
+        infos = yield from self.infos(lay)
+        return {k: infos[k].seed_commitment for k in lay.parts}
 
     def entrants_page(self, part: int, cursor: Any, count: int) -> Steps:
         """A page of part `part`'s entrants: (next cursor, [Entrant], the

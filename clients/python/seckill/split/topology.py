@@ -79,9 +79,13 @@ class Topology:
     def create(self, total: int, parts: Optional[int] = None, limit: int = 1, hold_ms: int = 0,
                start_ms: Optional[int] = None, end_ms: Optional[int] = None,
                ttl_s: Optional[int] = None, stream: bool = False, replace: bool = False,
-               bmax: int = sp.DEFAULT_BMAX, draw: bool = False) -> Steps:
+               bmax: int = sp.DEFAULT_BMAX, draw: bool = False,
+               beacon: Optional[Any] = None) -> Steps:
         """See SplitSale.create. `draw`: the parts are draw sales (INIT ...
-        DRAW); the pool, which only holds stock, is not."""
+        DRAW, with `BEACON name` on each when `beacon` is given); the pool,
+        which only holds stock, is not."""
+        if beacon is not None and not draw:
+            raise ValueError('a beacon needs a draw sale (draw=True)')
         name = self.s.name
         lkey = sp.layout_key(name)
         old = yield from call(['HGETALL', lkey])
@@ -117,7 +121,8 @@ class Topology:
             if not (yield from _ops.init(key, lay.initial[1 + i], limit=limit,
                                          hold_ms=hold_ms or None,
                                          stream=lay.streams[i] if stream else None,
-                                         split=lay.split_args(key), draw=draw, **common)):
+                                         split=lay.split_args(key), draw=draw,
+                                         beacon=beacon, **common)):
                 st = (yield from read_states([key]))[key]
                 if st is None or st.round != lay.round:
                     raise RuntimeError('split sale %r: %s exists in round %s, not %s (an '
