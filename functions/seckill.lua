@@ -30,6 +30,8 @@ Fields of the hash:
   u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
   p:<peer>           "<sent>:<received>" per declared peer (split sales)
   t:<tid>            a SEND transfer id already taken
+  k                  the key of generated ids, 32 hex digits, drawn at INIT
+                     (absent in a sale from before it: ids `<tag>-<seq>`)
   d, E:<user>, I:<reqid>   a draw sale's state, entrants and their REQIDs
                      (layout 2; "draw sales" below, with the two keys a
                      draw sale keeps beside the hash: <key>:draw, <key>:entrants)
@@ -522,20 +524,46 @@ end
 
 function Sale:touch(r) self.rd[r.seq] = r end
 
-function Sale:id_of(r) return r.id or (self.tag .. '-' .. num(r.seq)) end
+-- Generated ids (docs/commands.md, "Reservation ids"): `<tag>-<seq>-<mac>`,
+-- mac the first 16 hex digits of SHA-1(k .. '-' .. tag .. '-' .. seq) under
+-- the sale's secret id key `k`, so one id does not tell its neighbours'
+-- (the module uses another mac: ids are opaque). A sale without `k` (made
+-- by an older library) keeps `<tag>-<seq>`.
+local function id_mac(k, tag, seq) return string.sub(redis.sha1hex(k .. '-' .. tag .. '-' .. seq), 1, 16) end
+
+function Sale:idk() return self:get('k') end
+
+function Sale:gen_id(seq)
+    local k = self:idk()
+    if k then return self.tag .. '-' .. num(seq) .. '-' .. id_mac(k, self.tag, num(seq)) end
+    return self.tag .. '-' .. num(seq)
+end
+
+function Sale:id_of(r) return r.id or self:gen_id(r.seq) end
+
+-- The seq of generated id `id` (its mac checked), or nil.
+function Sale:parse_generated(id)
+    if #id < 10 or string.byte(id, 9) ~= 45 or string.sub(id, 1, 8) ~= self.tag then return nil end
+    local d, mac = string.sub(id, 10), nil
+    local k = self:idk()
+    if k then
+        d, mac = d:match('^(%d+)%-(%x+)$')
+        if not d or #mac ~= 16 then return nil end
+    end
+    if #d > 10 or string.find(d, '[^0-9]') or (#d ~= 1 and string.byte(d, 1) == 48) then return nil end
+    local seq = tonumber(d)
+    if seq >= self.n then return nil end
+    if k and mac ~= id_mac(k, self.tag, d) then return nil end
+    return seq
+end
 
 -- The reservation with id `id` (sale.rs find): a generated id is parsed,
 -- a client id is looked up.
 function Sale:find(id)
-    if #id >= 10 and string.byte(id, 9) == 45 and string.sub(id, 1, 8) == self.tag then
-        local d = string.sub(id, 10)
-        if #d <= 10 and not string.find(d, '[^0-9]') and (#d == 1 or string.byte(d, 1) ~= 48) then
-            local seq = tonumber(d)
-            if seq < self.n then
-                local r = self:rec(seq)
-                if r and not r.id then return r end
-            end
-        end
+    local seq = self:parse_generated(id)
+    if seq then
+        local r = self:rec(seq)
+        if r and not r.id then return r end
     end
     if self.ci > 0 then
         local seq = self:get('i:' .. id)
@@ -769,7 +797,7 @@ function Sale:insert(id, user, qty, state, created, takes, via)
     local hold = state == 'p' and self.hold > 0
     -- A client id written the way generated ids are, for this very record,
     -- is stored as generated (sale.rs insert_record).
-    local client = id ~= self.tag .. '-' .. num(seq)
+    local client = string.sub(id, 1, 9) ~= self.tag .. '-' or id ~= self:gen_id(seq)
     local r = {seq = seq, st = hold and 'P' or state, qty = qty, off = created - self.t0, takes = takes_fmt(takes),
                prev = false, next = false, id = client and id or nil, user = user}
     r.prev, r.next = nil, nil
@@ -795,8 +823,8 @@ function Sale:insert(id, user, qty, state, created, takes, via)
     return r
 end
 
--- `<tag>-<seq>`; when a client took that string as its REQID, the smallest
--- free `<tag>-<seq>-<k>`.
+-- The generated id of the next record; when a client took that string as
+-- its REQID, the smallest free `<that id>-<k>`.
 -- (In a draw sale an entrant's REQID is taken too: it becomes the id of
 -- that entrant's reservation if it wins.)
 function Sale:id_taken(id)
@@ -804,7 +832,7 @@ function Sale:id_taken(id)
 end
 
 function Sale:generate_id()
-    local id = self.tag .. '-' .. num(self.n)
+    local id = self:gen_id(self.n)
     if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
     local k = 1
     while self:id_taken(id .. '-' .. num(k)) do k = k + 1 end
@@ -1301,6 +1329,23 @@ local function new_tag(key, old)
     return bit.tohex(h)
 end
 
+-- A new sale's id key, 32 hex digits: SHA-1 of what the server can see
+-- that a client cannot predict (the run_id in INFO, a table address, the
+-- CPU clock, TIME to the microsecond), as fresh_seed does.
+local function new_id_key(key)
+    local t = redis.call('TIME')
+    local parts = {t[1], t[2], tostring({}), tostring(math.random()), key}
+    local ok, clock = pcall(function() return string.format('%.9f', os.clock()) end)
+    if ok then parts[#parts + 1] = clock end
+    -- (An ACL refusal cannot be caught inside a function: ask first; the
+    -- question itself fails where INFO is renamed away.)
+    local known, allowed = pcall(redis.acl_check_cmd, 'INFO', 'server')
+    if known and allowed then parts[#parts + 1] = redis.call('INFO', 'server') end
+    t = redis.call('TIME')
+    parts[#parts + 1] = t[2]
+    return string.sub(redis.sha1hex(table.concat(parts, '\0')), 1, 32)
+end
+
 local function cmd_init(keys, args)
     local key = one_key(keys, 'seckill.init')
     if #args < 1 then arity('seckill.init') end
@@ -1390,9 +1435,9 @@ local function cmd_init(keys, args)
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
                stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round,
                layout = (draw and LAYOUT_DRAW or LAYOUT) + (fence and LAYOUT_FENCE or 0), fence = replid}
-    local f = {'m', meta_fmt(S)}
+    local f = {'m', meta_fmt(S), 'k', new_id_key(key)}
     if draw then
-        f[3], f[4] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
+        f[5], f[6] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
                                     seed = fresh_seed(key, old_seed)})
     end
     local function add(...)
@@ -1430,7 +1475,8 @@ local RESERVED = {ok = 'RESERVED'}   -- a status reply, shared: the server only 
 local function reserve_fast(key, user, qty, reqid)
     local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
     local v
-    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf) end
+    -- (Without a REQID, the id key `k` too: the id is made here.)
+    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf, 'k') end
     local m = v[1]
     if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
@@ -1448,7 +1494,7 @@ local function reserve_fast(key, user, qty, reqid)
     if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
     if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
     local seq, qs = num(n), qty == 1 and '1' or num(qty)
-    local id = reqid or (tag .. '-' .. seq)
+    local id = reqid or (v[3] and (tag .. '-' .. seq .. '-' .. id_mac(v[3], tag, seq)) or (tag .. '-' .. seq))
     local created = (n > 0 and lc > now) and lc or now
     local client = reqid ~= nil
     local record = (hold > 0 and 'P' or 'p') .. qs .. ',' .. num(created - t0) .. ',0,,,'
@@ -1545,6 +1591,7 @@ end
 reserve_general = function(key, user, qty, reqid, pre)
     local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
+    if pre and not reqid then S.c.k = pre[3] end   -- the id key, read with the rest
     if S.draw then return status_id_count('DRAW', nil, S.rem) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
     if S:fenced() then return status_id_count('FENCED', nil, S.rem) end

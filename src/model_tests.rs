@@ -130,6 +130,8 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             draw: None,
             // Half the sales are FENCE sales, created where the id is server_id(0).
             fence: fence.then(|| server_id(0)),
+            // Keyless: the model writes `<tag>-<seq>` ids (keyed ids: ids.rs).
+            id_key: None,
         })
 }
 

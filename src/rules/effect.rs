@@ -328,6 +328,7 @@ mod tests {
             split: None,
             draw: None,
             fence: None,
+            id_key: None,
         })
     }
 

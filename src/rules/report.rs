@@ -238,6 +238,7 @@ mod tests {
             split: None,
             draw: None,
             fence: None,
+            id_key: None,
         });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
         s.add_record(rec.as_new()).unwrap();

@@ -49,6 +49,9 @@ impl EffectArgs for Effect {
                 if let Some(id) = &c.fence {
                     out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
                 }
+                if let Some(k) = &c.id_key {
+                    out.extend([b"IDKEY".to_vec(), hex16(k).to_vec()]);
+                }
             }
             Effect::Unfence(id) => out.extend([b"UNFENCE".to_vec(), id.as_bytes().to_vec()]),
             Effect::Records(recs) => {
@@ -276,6 +279,27 @@ pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u
 }
 
 /// A draw seed as 64 hex digits.
+/// An id key as 32 lowercase hex digits.
+fn hex16(key: &[u8; 16]) -> [u8; 32] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    std::array::from_fn(|i| HEX[usize::from((key[i / 2] >> (4 - 4 * (i % 2))) & 15)])
+}
+
+fn parse_hex16(hex: &[u8]) -> ArgResult<[u8; 16]> {
+    let digit = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f').then(|| (b as char).to_digit(16).unwrap_or(0) as u8);
+    let mut key = [0u8; 16];
+    if hex.len() != 32 {
+        return Err(ArgError::Msg("ERR bad id key in effect".into()));
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => key[i] = h << 4 | l,
+            _ => return Err(ArgError::Msg("ERR bad id key in effect".into())),
+        }
+    }
+    Ok(key)
+}
+
 fn parse_seed(hex: &[u8]) -> ArgResult<[u8; 32]> {
     let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut seed = [0u8; 32];
@@ -419,10 +443,12 @@ impl<'a> Reader<'a> {
         };
         let draw = if self.next_is(b"DRAW") { Some(parse_seed(self.raw()?)?) } else { None };
         let fence = if self.next_is(b"FENCE") { Some(self.replid()?) } else { None };
+        // An effect from before id keys has none: the sale keeps `<tag>-<seq>`.
+        let id_key = if self.next_is(b"IDKEY") { Some(parse_hex16(self.raw()?)?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence, id_key };
         config.check()?;
         Ok(config)
     }
@@ -512,10 +538,12 @@ mod tests {
             split: Some(SplitConfig::new(None, b"r9", &[b"b", b"a"]).unwrap()),
             draw: Some([0xa5; 32]),
             fence: Some(crate::rules::fence::id(b'c')),
+            id_key: Some([0x5a; 16]),
         };
         roundtrip(Effect::Init(SaleConfig { end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { fence: None, end_ms: 99, ..config.clone() }));
-        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, ..config }));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, id_key: None, ..config.clone() }));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, fence: None, ..config }));
         roundtrip(Effect::Unfence(crate::rules::fence::id(b'9')));
         let rec = |id: &[u8]| Reservation {
             id: id.into(),

@@ -1,6 +1,13 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
+//! Version 6: as version 5, with the config ending in the id-key flag
+//! after the fence flag (`0`, or `1` and the 16 bytes of the key of
+//! generated ids, `rules::sale::ids`). Versions 1 to 5 (still read) load as
+//! sales without an id key: they keep issuing and accepting `<tag>-<seq>`
+//! ids, as they did when saved (a key drawn at load would differ between a
+//! master and a replica loading the same file).
+//!
 //! Version 5: as version 4, with the config ending in the fence flag after
 //! the draw flag (`0`, or `1` and the 40 bytes of the recorded replication
 //! id, `rules::fence`). Versions 1 to 4 (still read) load as sales without
@@ -28,7 +35,7 @@ use crate::rules::reservation::{NewRecord, State};
 use crate::rules::sale::{EntrantRec, EntrantResult, Sale, SaleConfig, StreamConfig, MAX_PEERS, MAX_SHARDS};
 use crate::rules::transfers::Counters;
 
-pub const VERSION: u64 = 5;
+pub const VERSION: u64 = 6;
 
 /// Bucket allocations, peers and transfer ids, as stored.
 type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
@@ -75,6 +82,13 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
         Some(id) => {
             put(&mut out, 1);
             out.extend_from_slice(id.as_bytes());
+        }
+    }
+    match &c.id_key {
+        None => put(&mut out, 0),
+        Some(k) => {
+            put(&mut out, 1);
+            out.extend_from_slice(k);
         }
     }
     for &r in sale.buckets().remaining() {
@@ -294,7 +308,8 @@ impl<'a> Reader<'a> {
         let split = if version >= 3 { self.split()? } else { None };
         let draw = if version >= 4 { self.seed()? } else { None };
         let fence = if version >= 5 { self.fence()? } else { None };
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence };
+        let id_key = if version >= 6 { self.id_key()? } else { None };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, fence, id_key };
         config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
         Ok(config)
     }
@@ -328,6 +343,19 @@ impl<'a> Reader<'a> {
                 Ok(Some(seed))
             }
             _ => Err(DecodeError("bad draw flag")),
+        }
+    }
+
+    /// The id-key flag (version 6): `0`, or `1` and the key's 16 bytes.
+    fn id_key(&mut self) -> Result<Option<[u8; 16]>, DecodeError> {
+        match self.u64()? {
+            0 => Ok(None),
+            1 => {
+                let bytes = self.bytes.get(self.pos..self.pos + 16).ok_or(DecodeError("payload ends early"))?;
+                self.pos += 16;
+                Ok(Some(bytes.try_into().expect("16 bytes")))
+            }
+            _ => Err(DecodeError("bad id key flag")),
         }
     }
 
@@ -410,13 +438,19 @@ mod tests {
         let mut s = Sale::new(plain(10, 3));
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
-        let v5 = encode(&s);
+        let v6 = encode(&s);
         // A fresh plain sale's encoding ends with the split flag, the draw
-        // flag, the fence flag, the remainders (one byte each here), the
-        // transfers flag and the record count.
+        // flag, the fence flag, the id-key flag, the remainders (one byte
+        // each here), the transfers flag and the record count.
         let fresh = encode(&Sale::new(plain(10, 3)));
-        let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 8, fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
-        assert_eq!((v5[0], v5[split_flag], v5[draw_flag], v5[fence_flag], v5[transfers_flag]), (5, 0, 0, 0, 0));
+        let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 9, fresh.len() - 8, fresh.len() - 7, fresh.len() - 2);
+        let id_flag = fresh.len() - 6;
+        assert_eq!((v6[0], v6[split_flag], v6[draw_flag], v6[fence_flag], v6[id_flag], v6[transfers_flag]), (6, 0, 0, 0, 0, 0));
+        let mut v5 = v6.clone();
+        v5[0] = 5;
+        v5.remove(id_flag);
+        assert!(decode(&v5).unwrap() == s);
+        let transfers_flag = transfers_flag - 1;
         let mut v4 = v5.clone();
         v4[0] = 4;
         v4.remove(fence_flag);
@@ -436,7 +470,7 @@ mod tests {
         v1.remove(transfers_flag - 1);
         assert!(decode(&v1).unwrap() == s);
         let mut bad = v3.clone();
-        bad[0] = 6;
+        bad[0] = 7;
         assert!(decode(&bad).is_err());
         // A stream: version 2 had no owner.
         let stream = StreamConfig { key: b"k:ev".to_vec().into(), maxlen: None, owner: b"k".to_vec().into() };
@@ -446,10 +480,47 @@ mod tests {
         let mut v2: Vec<u8> = v4.clone();
         v2[0] = 2;
         v2.drain(owner_at..owner_at + 2);
-        v2.drain(owner_at..owner_at + 3); // the split, draw and fence flags after it
+        v2.drain(owner_at..owner_at + 4); // the split, draw, fence and id-key flags after it
         assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
+    }
+
+    /// A sale's id key is kept, and so are its generated ids; a payload
+    /// from before id keys (version 5) loads keyless, its `<tag>-<seq>`
+    /// ids still found; a bad flag or a short key is refused.
+    #[test]
+    fn the_id_key_is_kept() {
+        let key = [0xc3; 16];
+        let mut s = Sale::new(SaleConfig { id_key: Some(key), ..plain(10, 1) });
+        let rec = s.decide_reserve(b"u", 1, None, 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        assert_eq!(rec.id.len(), 8 + 1 + 1 + 1 + 16, "<tag>-0-<mac>");
+        let bytes = encode(&s);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.config().id_key, Some(key));
+        assert!(back == s);
+        assert!(back.get(&rec.id).is_some());
+        assert!(back.get(&rec.id[..10]).is_none(), "the keyless form is no id of a keyed sale");
+        let at = bytes.windows(16).position(|w| w == key).unwrap();
+        assert_eq!(bytes[at - 1], 1, "the id key flag");
+        let mut flag = bytes.clone();
+        flag[at - 1] = 2;
+        assert_eq!(decode(&flag).map(|_| ()), Err(DecodeError("bad id key flag")));
+        // Version 5: no flag; a keyless sale, whose ids are `<tag>-<seq>`.
+        let mut old = Sale::new(plain(10, 1));
+        let rec = old.decide_reserve(b"u", 1, None, 1).unwrap();
+        old.add_record(rec.as_new()).unwrap();
+        assert_eq!(&*rec.id, b"00000009-0");
+        let mut v5 = encode(&old);
+        let fresh = encode(&Sale::new(plain(10, 1)));
+        let id_flag = fresh.len() - 4; // before the remainder, transfers flag, count... of a fresh sale
+        assert_eq!(fresh[id_flag], 0);
+        v5[0] = 5;
+        v5.remove(id_flag);
+        let back = decode(&v5).unwrap();
+        assert_eq!(back.config().id_key, None);
+        assert!(back == old && back.get(b"00000009-0").is_some());
     }
 
     /// A FENCE sale keeps its recorded id; a bad id or flag is refused.
@@ -473,7 +544,7 @@ mod tests {
         // An older version has no fence.
         let mut v4 = bytes.clone();
         v4[0] = 4;
-        v4.drain(at - 1..at + ReplId::LEN);
+        v4.drain(at - 1..at + ReplId::LEN + 1); // and the id-key flag after it
         assert_eq!(decode(&v4).unwrap().config().fence, None);
     }
 }

@@ -34,7 +34,9 @@ from seckill_backend import LIBRARY  # noqa: E402
 from seckill_helpers import FUNCTIONS  # noqa: E402
 
 MOD, LIB = b'm:{k}', b'l:{k}'
-GENERATED = re.compile(rb'^[0-9a-f]{8}-\d+(-\d+)?$')
+# `<tag>-<seq>-<mac>` (the two backends' macs differ: ids are opaque), and
+# `-<k>` after it when a client had taken that id.
+GENERATED = re.compile(rb'^([0-9a-f]{8})-(\d+)-[0-9a-f]{16}(-\d+)?$')
 
 
 class Pair:
@@ -64,7 +66,10 @@ class Pair:
     def norm(self, x, side):
         if isinstance(x, bytes):
             tag = self.tags.get(side)
-            return b'<tag>' + x[8:] if tag and x.startswith(tag) and GENERATED.match(x) else x
+            if not tag or not x.startswith(tag + b'-'):
+                return x
+            g = GENERATED.match(x)
+            return b'<tag>-%s-<mac>%s' % (g.group(2), g.group(3) or b'') if g else b'<tag>' + x[8:]
         if isinstance(x, (list, tuple)):
             return type(x)(self.norm(y, side) for y in x)
         return x
@@ -148,8 +153,12 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6, fence=False):
             side_args = {}
             for side in ('m', 'l'):
                 r = reqid
-                if r and r.startswith(b'gen-'):   # a REQID written like this side's generated ids
-                    r = p.tags.get(side, b'00000000') + r[3:]
+                if r and r.startswith(b'gen-'):
+                    k = int(r[4:])
+                    if k % 2 and p.ids[side]:   # one of this side's generated ids (the same on both sides)
+                        r = p.ids[side][k % len(p.ids[side])]
+                    else:   # written like a keyless generated id: a plain REQID
+                        r = p.tags.get(side, b'00000000') + r[3:]
                 side_args[side] = args + ([b'REQID', r] if r else [])
             a, b = p.both('RESERVE', side_args['m'], side_args['l'])
             if isinstance(a, list) and a[0] == b'RESERVED' and isinstance(b, list) and b[0] == b'RESERVED':

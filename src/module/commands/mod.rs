@@ -182,7 +182,11 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     });
     // A FENCE sale records the server's replication id, read afresh.
     let fence = a.fence.then(|| node::refresh_replid(ctx));
-    c.init(&key, SaleConfig { tag: rand::random(), draw, fence, ..a.sale }, before)?;
+    // So is the key of generated ids (rules::sale::ids): without it, one
+    // id would tell the next.
+    let mut id_key = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut id_key);
+    c.init(&key, SaleConfig { tag: rand::random(), draw, fence, id_key: Some(id_key), ..a.sale }, before)?;
     drop(key);
     if let Some(ttl) = a.ttl_s {
         // An absolute time, so replicas and AOF replays expire it together.

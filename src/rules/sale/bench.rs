@@ -18,6 +18,7 @@ fn open(limit: u64) -> SaleConfig {
         split: None,
         draw: None,
         fence: None,
+        id_key: Some([5; 16]),
     }
 }
 

@@ -27,7 +27,7 @@
 //!
 //! Memory: a flash sale keeps a record per reservation, so records are
 //! compact (32 bytes). User names and client ids live once in a byte arena;
-//! generated ids (`<tag>-<seq>`) are not stored at all; the two indexes hold
+//! generated ids (`<tag>-<seq>-<mac>`) are not stored at all; the two indexes hold
 //! only sequence numbers; hold deadlines follow creation order, so expiry
 //! needs a cursor, not a queue.
 //!
@@ -117,11 +117,12 @@ impl Sale {
     pub fn new(config: SaleConfig) -> Sale {
         let buckets = Buckets::new(config.total, config.shards);
         let draw = config.draw.map(|seed| Box::new(Draw::new(seed)));
+        let id_key = config.id_key;
         Sale {
             remaining: config.total,
             config,
             buckets,
-            records: Records::new(),
+            records: Records::new(id_key),
             buyers: Buyers::new(),
             holds: Holds::default(),
             transfers: None,
@@ -132,7 +133,7 @@ impl Sale {
     /// An empty sale with room for `records` reservations (RDB load): the
     /// buyer index is sized up front, so a load never migrates it.
     pub fn with_capacity(config: SaleConfig, records: usize) -> Sale {
-        Sale { records: Records::with_capacity(records), buyers: Buyers::with_capacity(records), ..Sale::new(config) }
+        Sale { records: Records::with_capacity(records, config.id_key), buyers: Buyers::with_capacity(records), ..Sale::new(config) }
     }
 
     /// RENAME moved the sale from `from` to `to`: a stream `from` owned is
