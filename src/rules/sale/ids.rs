@@ -42,7 +42,27 @@ fn mac(key: &IdKey, tag: u32, seq: u32) -> u64 {
 #[inline]
 fn mac_hex(key: &IdKey, tag: u32, seq: u32) -> [u8; 16] {
     let m = mac(key, tag, seq);
-    std::array::from_fn(|i| HEX[((m >> (60 - 4 * i)) & 0xf) as usize])
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = HEX[((m >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    out
+}
+
+/// Sixteen lowercase hex digits as a number (`None` for anything else).
+#[inline]
+fn parse_hex16(hex: &[u8]) -> Option<u64> {
+    if hex.len() != 16 {
+        return None;
+    }
+    hex.iter().try_fold(0u64, |n, &b| {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            _ => return None,
+        };
+        Some(n << 4 | u64::from(d))
+    })
 }
 
 /// Writes `<tag>-<seq>-<mac>` (`<tag>-<seq>` without a key) into `out`.
@@ -60,7 +80,11 @@ pub(super) fn write_generated(out: &mut Digits, tag: u32, seq: u32, key: Option<
 /// The eight lowercase hex digits of `tag`, as `write_generated` writes them.
 #[inline]
 fn tag_hex(tag: u32) -> [u8; 8] {
-    std::array::from_fn(|i| HEX[((tag >> (28 - 4 * i)) & 0xf) as usize])
+    let mut out = [0u8; 8];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = HEX[((tag >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    out
 }
 
 /// `Some(n)` when `id` is the id `write_generated` writes for record `n`
@@ -68,19 +92,37 @@ fn tag_hex(tag: u32) -> [u8; 8] {
 /// is compared as eight bytes first.
 #[inline]
 pub(super) fn parse_generated(id: &[u8], tag: u32, key: Option<&IdKey>) -> Option<u32> {
+    let (seq, given) = parse_shape(id, tag, key)?;
+    mac_matches(key, tag, seq, given).then_some(seq)
+}
+
+/// Whether `given` (from `parse_shape`) is the mac of record `seq`.
+#[inline]
+pub(super) fn mac_matches(key: Option<&IdKey>, tag: u32, seq: u32, given: u64) -> bool {
+    key.is_none_or(|k| mac(k, tag, seq) == given)
+}
+
+/// `Some((n, mac))` when `id` is written as the generated id of record
+/// `n`, its mac (0 without a key) not checked yet: a lookup checks it only
+/// when record `n` exists.
+#[inline]
+pub(super) fn parse_shape(id: &[u8], tag: u32, key: Option<&IdKey>) -> Option<(u32, u64)> {
     let (Some(hex), Some((b'-', rest))) = (id.get(..8), id.get(8..).and_then(<[u8]>::split_first)) else {
         return None;
     };
     if hex != tag_hex(tag) {
         return None;
     }
-    let (digits, mac) = match key {
-        None => (rest, None),
-        Some(k) => {
+    let (digits, given) = match key {
+        None => (rest, 0),
+        Some(_) => {
             // `<seq>-<16 hex>`: the mac is the last 17 bytes.
             let at = rest.len().checked_sub(17)?;
             let (digits, tail) = rest.split_at(at);
-            (digits, Some((k, &tail[1..], tail[0])))
+            if tail[0] != b'-' {
+                return None;
+            }
+            (digits, parse_hex16(&tail[1..])?)
         }
     };
     let canonical = !digits.is_empty() && digits.len() <= 10 && (digits.len() == 1 || digits[0] != b'0');
@@ -95,15 +137,7 @@ pub(super) fn parse_generated(id: &[u8], tag: u32, key: Option<&IdKey>) -> Optio
         n = n * 10 + u64::from(b - b'0');
     }
     let seq = u32::try_from(n).ok().filter(|&n| n != NO_SEQ)?;
-    match mac {
-        None => Some(seq),
-        Some((k, given, dash)) => {
-            // (Compared whole, without an early exit on the first byte.)
-            let want = mac_hex(k, tag, seq);
-            let diff = want.iter().zip(given).fold(0u8, |d, (a, b)| d | (a ^ b));
-            (dash == b'-' && diff == 0).then_some(seq)
-        }
-    }
+    Some((seq, given))
 }
 
 #[cfg(test)]

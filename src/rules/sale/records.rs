@@ -23,7 +23,7 @@ use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::rules::seq_index::SeqIndex;
 
 use super::chunks::{Arena, Chunked};
-use super::ids::{parse_generated, write_generated, IdKey};
+use super::ids::{mac_matches, parse_generated, parse_shape, write_generated, IdKey};
 
 /// Units per reservation state, kept up to date by every change.
 /// `released` counts units in released reservations (hold expiry included);
@@ -270,8 +270,11 @@ impl Records {
     /// The record whose id is `id`, generated or a client's.
     #[inline]
     pub(super) fn find(&self, id: &[u8], tag: u32) -> Option<u32> {
-        if let Some(n) = parse_generated(id, tag, self.id_key.as_ref()) {
-            if self.list.get(n as usize).is_some_and(|r| r.id == GENERATED) {
+        // (The mac is checked only when record n exists: the id a RESERVE
+        // just made, looked up before it is stored, costs no mac.)
+        let key = self.id_key.as_ref();
+        if let Some((n, mac)) = parse_shape(id, tag, key) {
+            if self.list.get(n as usize).is_some_and(|r| r.id == GENERATED) && mac_matches(key, tag, n, mac) {
                 return Some(n);
             }
         }
