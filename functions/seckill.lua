@@ -28,7 +28,9 @@ Fields of the hash:
                      case when the record has a hold deadline (created + hold)
   i:<id>             seq of a reservation whose id the client gave (REQID)
   u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
-  p:<peer>           "<sent>:<received>" per declared peer (split sales)
+  p:<peer>           "<sent>:<received>[:<to>]" per declared peer (split
+                     sales); <to> the peer's incarnation <sent> was counted
+                     for (docs/cluster.md, "Rounds"), once a SEND named one
   t:<tid>            a SEND transfer id already taken
   k                  the key of generated ids, 32 hex digits, drawn at INIT
                      (absent in a sale from before it: ids `<tag>-<seq>`)
@@ -1213,18 +1215,20 @@ function Sale:report()
             fields[#fields + 1] = 'p:' .. p
             pos = at + len
         end
-        local rows = {}
+        local rows, sent_to = {}, {}
         for s = 1, #fields, 1000 do
             local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
             for j, v in ipairs(vals) do
                 local i = s + j - 1
                 local cached = self.w[fields[i]]
                 if cached then v = cached end
-                local sent, recv = (v or '0:0'):match('^(%d+):(%d+)$')
+                local sent, recv, to = (v or '0:0'):match('^(%d+):(%d+):?(%x*)$')
                 rows[i] = {peers[i], tonumber(sent), tonumber(recv)}
+                if to ~= '' then sent_to[#sent_to + 1] = {peers[i], to} end
             end
         end
-        for _, v in ipairs({'round', self.round, 'sent', self.sent, 'received', self.recv, 'peers', rows}) do
+        for _, v in ipairs({'round', self.round, 'incarnation', self.tag, 'sent', self.sent, 'received', self.recv,
+                            'peers', rows, 'sent_to', sent_to}) do
             out[#out + 1] = v
         end
     end
@@ -1808,6 +1812,20 @@ local DRAWING = 'ERR the draw part has begun drawing: its stock moves no more'
 local function has_begun_drawing(S) return S.draw and S:dstate().dstock >= 0 end
 
 local ROUND_REQUIRED = 'ERR ROUND is required: the split sale\'s round, so a transfer from another round changes nothing'
+local PEER_RECREATED = 'STALEPEER this key sent to another incarnation of the peer (it was deleted and re-created): '
+    .. "nothing moves; INIT ... REPLACE the sale's keys in a new round"
+local OTHER_INCARNATION = 'STALEPEER the total was sent to another incarnation of this key (it was deleted and '
+    .. 're-created): nothing is credited'
+
+-- A key's incarnation is its tag, drawn anew at every INIT: SEND names the
+-- receiver's (TO) and records it with its counter, RECV names the one the
+-- total was counted for, and a key credits only totals counted for itself.
+local function parse_incarnation(raw)
+    if #raw ~= 8 or string.find(raw, '[^0-9a-f]') then
+        fail("ERR TO must be 8 lowercase hex digits: the receiving key's incarnation (INFO incarnation)")
+    end
+    return raw
+end
 
 -- Only a part of a split sale moves stock, only with a peer it declared,
 -- only in its own round.
@@ -1818,8 +1836,8 @@ local function check_transfer(S, peer, round)
     end
     local c = S:get('p:' .. peer)
     if not c then fail("ERR the peer is not one of this part's declared peers") end
-    local sent, recv = c:match('^(%d+):(%d+)$')
-    return tonumber(sent), tonumber(recv)
+    local sent, recv, to = c:match('^(%d+):(%d+):?(%x*)$')
+    return tonumber(sent), tonumber(recv), to ~= '' and to or nil
 end
 
 -- The lowest level L >= 1 with sum(max(0, r - L)) < qty over the buckets,
@@ -1862,7 +1880,7 @@ local function cmd_send(keys, args)
     if #args < 2 then arity('seckill.send') end
     local peer = parse_peer(key, args[1])
     local qty = parse_u64('qty', args[2], 1, MAX_TOTAL)
-    local min, tid, round = 1, nil, nil
+    local min, tid, round, to = 1, nil, nil, nil
     local o = options(args, 3)
     while true do
         local word = o:next_word()
@@ -1876,6 +1894,9 @@ local function cmd_send(keys, args)
         elseif w == 'ROUND' then
             o:once('ROUND')
             round = parse_round(o:value('ROUND'))
+        elseif w == 'TO' then
+            o:once('TO')
+            to = parse_incarnation(o:value('TO'))
         else
             unknown_option(word)
         end
@@ -1884,7 +1905,8 @@ local function cmd_send(keys, args)
     if not round then fail(ROUND_REQUIRED) end
     local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
-    local sent, recv = check_transfer(S, peer, round)
+    local sent, recv, sent_to = check_transfer(S, peer, round)
+    if to and sent_to and sent_to ~= to then fail(PEER_RECREATED) end
     if has_begun_drawing(S) and not S:get('t:' .. tid) then fail(DRAWING) end
     if S:fenced() then fail(FENCED) end
     local before = S.rem
@@ -1913,7 +1935,8 @@ local function cmd_send(keys, args)
             S.rem = S.rem - take
             S.sent = S.sent + take
             sent = sent + take
-            S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+            to = to or sent_to
+            S:set('p:' .. peer, num(sent) .. ':' .. num(recv) .. (to and (':' .. to) or ''))
             S:set('t:' .. tid, '1')
             taken = take
         end
@@ -1927,22 +1950,28 @@ local function cmd_recv(keys, args)
     if #args < 2 then arity('seckill.recv') end
     local peer = parse_peer(key, args[1])
     local total_n, total_s = parse_u64('sent_total', args[2], 0, U64_MAX)
-    local round
-    local n = #args - 2
-    if n == 0 then
-        fail(ROUND_REQUIRED)
-    elseif n == 1 then
-        arity('seckill.recv')
-    elseif args[3]:upper() ~= 'ROUND' then
-        unknown_option(args[3])
-    elseif n ~= 2 then
-        arity('seckill.recv')
-    else
-        round = parse_round(args[4])
+    local round, to
+    -- `ROUND round TO incarnation`, in any order (args.rs parse_recv).
+    for i = 3, #args, 2 do
+        local word, value = args[i], args[i + 1]
+        local w = word:upper()
+        if value == nil then
+            arity('seckill.recv')
+        elseif w == 'ROUND' then
+            if round then fail('ERR option ROUND given twice') end
+            round = parse_round(value)
+        elseif w == 'TO' then
+            if to then fail('ERR option TO given twice') end
+            to = parse_incarnation(value)
+        else
+            unknown_option(word)
+        end
     end
+    if not round then fail(ROUND_REQUIRED) end
     local S = open(key, 'p:' .. peer)
     if not S then return false end
-    local sent, recv = check_transfer(S, peer, round)
+    local sent, recv, sent_to = check_transfer(S, peer, round)
+    if to and to ~= S.tag then fail(OTHER_INCARNATION) end
     -- A total the key cannot hold is refused before anything changes.
     local credit = total_n and math.max(0, total_n - recv)
     if has_begun_drawing(S) and (credit == nil or credit > 0) then fail(DRAWING) end
@@ -1972,7 +2001,7 @@ local function cmd_recv(keys, args)
         S.rem = S.rem + credit
         S.recv = S.recv + credit
         recv = total_n
-        S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+        S:set('p:' .. peer, num(sent) .. ':' .. num(recv) .. (sent_to and (':' .. sent_to) or ''))
     end
     S:finish(before)
     return {credit, recv, S.rem}

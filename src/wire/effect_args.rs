@@ -80,9 +80,20 @@ impl EffectArgs for Effect {
                     out.extend(args);
                 }
             }
-            Effect::Send { peer, tid, takes } => {
+            Effect::Send { peer, tid, takes, to } => {
                 out.extend([b"SEND".to_vec(), peer.to_vec(), tid.to_vec()]);
+                // `TO <8 hex>` before the takes (numbers): an effect from
+                // before incarnations has none.
+                if let Some(to) = to {
+                    out.extend([b"TO".to_vec(), format!("{to:08x}").into_bytes()]);
+                }
                 push_takes(&mut out, takes);
+            }
+            Effect::SentTo(sent_to) => {
+                out.push(b"SENTTO".to_vec());
+                for (peer, to) in sent_to {
+                    out.extend([peer.to_vec(), format!("{to:08x}").into_bytes()]);
+                }
             }
             Effect::Recv { peer, sent_total, credits } => {
                 out.extend([b"RECV".to_vec(), peer.to_vec(), num(*sent_total)]);
@@ -207,7 +218,19 @@ impl EffectArgs for Effect {
             }
             b"SEND" => {
                 let (peer, tid) = (r.id()?, r.id()?);
-                Effect::Send { peer, tid, takes: r.takes()? }
+                let to = if r.next_is(b"TO") { Some(crate::wire::args::parse_incarnation(r.raw()?)?) } else { None };
+                Effect::Send { peer, tid, takes: r.takes()?, to }
+            }
+            b"SENTTO" => {
+                let mut sent_to = Vec::new();
+                while !r.done() {
+                    let peer = r.id()?;
+                    sent_to.push((peer, crate::wire::args::parse_incarnation(r.raw()?)?));
+                }
+                if sent_to.is_empty() || sent_to.len() > MAX_PEERS {
+                    return Err(ArgError::Arity);
+                }
+                Effect::SentTo(sent_to)
             }
             b"RECV" => {
                 let peer = r.id()?;
@@ -591,7 +614,13 @@ mod tests {
             Effect::Retake(b"b".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]),
         ]));
         let takes = vec![Take { bucket: 1, qty: 2 }, Take { bucket: 0, qty: 1 }];
-        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone() });
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone(), to: None });
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone(), to: Some(0xdead_beef) });
+        roundtrip(Effect::SentTo(vec![(b"p".to_vec().into(), 0), (b"q".to_vec().into(), 7)]));
+        assert!(Effect::parse(&[b"SENTTO"]).is_err());
+        assert!(Effect::parse(&[b"SENTTO", b"p"]).is_err());
+        assert!(Effect::parse(&[b"SENTTO", b"p", b"7"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"TO", b"0000000g", b"0", b"1"]).is_err());
         roundtrip(Effect::Recv { peer: b"p".to_vec().into(), sent_total: u64::MAX, credits: takes });
         roundtrip(Effect::Transfers {
             allocation: vec![3, 0],

@@ -3,7 +3,10 @@
 //!
 //! Version 6: as version 5, with the config ending in the id-key flag
 //! after the fence flag (`0`, or `1` and the 16 bytes of the key of
-//! generated ids, `rules::sale::ids`). Versions 1 to 5 (still read) load as
+//! generated ids, `rules::sale::ids`), and the transfers section (when
+//! present) ending in the incarnations its sent counters are for: `count,
+//! (peer, incarnation)...`, peers in byte order. Older payloads load with
+//! none recorded (the next SEND to a peer records its incarnation). Versions 1 to 5 (still read) load as
 //! sales without an id key: they keep issuing and accepting `<tag>-<seq>`
 //! ids, as they did when saved (a key drawn at load would differ between a
 //! master and a replica loading the same file).
@@ -37,8 +40,8 @@ use crate::rules::transfers::Counters;
 
 pub const VERSION: u64 = 6;
 
-/// Bucket allocations, peers and transfer ids, as stored.
-type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
+/// Bucket allocations, peers, transfer ids and incarnations sent to, as stored.
+type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>, Vec<(Box<[u8]>, u32)>);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
@@ -151,6 +154,11 @@ fn put_transfers(out: &mut Vec<u8>, sale: &Sale) {
     for tid in &t.tids {
         put_bytes(out, tid);
     }
+    put(out, t.sent_to.len() as u64);
+    for (peer, &to) in &t.sent_to {
+        put_bytes(out, peer);
+        put(out, u64::from(to));
+    }
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
@@ -170,12 +178,15 @@ pub fn decode_as(bytes: &[u8], name: Option<&[u8]>) -> Result<Sale, DecodeError>
         s.owner = name.into();
     }
     let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
-    let transfers = if version >= 2 { r.transfers(config.shards)? } else { None };
+    let transfers = if version >= 2 { r.transfers(config.shards, version)? } else { None };
     let count = r.u64()?;
     // Each record takes at least 7 bytes: never trust a count to allocate.
     let mut sale = Sale::with_capacity(config, count.min(r.left() as u64 / 7) as usize);
-    if let Some((allocation, peers, tids)) = transfers {
+    if let Some((allocation, peers, tids, sent_to)) = transfers {
         sale.restore_transfers(allocation, peers, tids).map_err(|e| DecodeError(e.0))?;
+        if !sent_to.is_empty() {
+            sale.restore_sent_to(sent_to).map_err(|e| DecodeError(e.0))?;
+        }
     }
     let mut takes = Vec::new();
     for _ in 0..count {
@@ -256,7 +267,7 @@ impl<'a> Reader<'a> {
     /// The transfer section (version 2): `None` for a plain sale. Ids and
     /// order are checked by `Sale::restore_transfers`, except that peers
     /// and ids must come in byte order, so each sale has one encoding.
-    fn transfers(&mut self, shards: u32) -> Result<Option<Transfers>, DecodeError> {
+    fn transfers(&mut self, shards: u32, version: u64) -> Result<Option<Transfers>, DecodeError> {
         match self.u64()? {
             0 => return Ok(None),
             1 => {}
@@ -283,7 +294,19 @@ impl<'a> Reader<'a> {
             }
             tids.push(tid);
         }
-        Ok(Some((allocation, peers, tids)))
+        let mut sent_to: Vec<(Box<[u8]>, u32)> = Vec::new();
+        if version >= 6 {
+            let n = self.bounded(npeers, "too many incarnations")?;
+            for _ in 0..n {
+                let peer: Box<[u8]> = self.bytes()?.into();
+                let to = self.bounded(u64::from(u32::MAX), "incarnation out of range")? as u32;
+                if sent_to.last().is_some_and(|(last, _)| *last >= peer) {
+                    return Err(DecodeError("incarnations out of order"));
+                }
+                sent_to.push((peer, to));
+            }
+        }
+        Ok(Some((allocation, peers, tids, sent_to)))
     }
 
     /// The configuration, checked by `SaleConfig::check` like INIT's.

@@ -63,7 +63,20 @@ class Pair:
                 and GENERATED.match(reply[1]):
             self.tags.setdefault(side, reply[1][:8])
 
+    def incarnation(self, side):
+        """This side's sale's incarnation (INFO incarnation), or None."""
+        r = self.call(side, 'INFO')
+        if isinstance(r, list) and b'incarnation' in r:
+            return r[r.index(b'incarnation') + 1]
+        return None
+
     def norm(self, x, side):
+        # A key's incarnation is its tag: random per side.
+        if isinstance(x, list) and b'incarnation' in x:
+            x = list(x)
+            x[x.index(b'incarnation') + 1] = b'<incarnation>'
+        if isinstance(x, bytes) and x.startswith(b'{'):
+            x = re.sub(rb'"incarnation":"[0-9a-f]{8}"', b'"incarnation":"<incarnation>"', x)
         if isinstance(x, bytes):
             tag = self.tags.get(side)
             if not tag or not x.startswith(tag + b'-'):
@@ -185,10 +198,23 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6, fence=False):
                 return out + tail
             p.both('RECONCILE', build('m'), build('l'))
         elif x < 0.92:
+            # TO: the peer's incarnation (two values, so a change is refused), a bad one, or none.
+            to = rng.choice([[], [], ['TO', '0000abcd'], ['TO', '0000abce'], ['TO', 'ABCD0000']])
             p.both('SEND', ['peer:{k}', rng.randint(1, 8), 'MIN', rng.randint(1, 3), 'TID', 't%d' % rng.randint(0, 8),
-                            'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+                            'ROUND', rng.choice(['r1', 'r1', 'r0'])] + to)
         elif x < 0.97:
-            p.both('RECV', ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+            args = ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])]
+            y = rng.random()
+            if y < 0.4:     # TO this side's own incarnation: credited as without TO
+                own = {side: p.incarnation(side) for side in ('m', 'l')}
+                if own['m'] and own['l']:
+                    p.both('RECV', args + ['TO', own['m']], args + ['TO', own['l']])
+                    continue
+            elif y < 0.6:   # another incarnation: STALEPEER, nothing credited
+                args += ['TO', '00000000']
+            elif y < 0.65:
+                args = ['peer:{k}', 1, 'TO', '1', 'ROUND', 'r1']
+            p.both('RECV', args)
         else:
             p.both('INFO', [])
             p.both('INFO', ['FORMAT', 'JSON'])

@@ -492,11 +492,37 @@ impl Sale {
     }
 
     /// See `transfers::Parts::send`.
-    pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+    pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take], to: Option<u32>) -> Result<(), EffectError> {
         if self.has_begun_drawing() {
             return Err(EffectError("a draw part that has begun drawing moves no stock"));
         }
-        self.transfer_parts().send(peer, tid, takes)
+        self.transfer_parts().send(peer, tid, takes, to)
+    }
+
+    /// This key's incarnation (docs/cluster.md, "Rounds"): its tag, drawn
+    /// anew at every INIT.
+    pub fn incarnation(&self) -> u32 {
+        self.config.tag
+    }
+
+    /// Whether a SEND to `peer`'s incarnation `to` may go ahead (see
+    /// `transfers::check_send_to`).
+    pub fn check_send_to(&self, peer: &[u8], to: u32) -> Result<(), TransferRefusal> {
+        transfers::check_send_to(self.transfers.as_deref(), peer, to)
+    }
+
+    /// Whether a RECV of a total counted for incarnation `to` may go ahead:
+    /// only a total counted for this very key.
+    pub fn check_recv_to(&self, to: u32) -> Result<(), TransferRefusal> {
+        if to != self.incarnation() {
+            return Err(TransferRefusal::OtherIncarnation);
+        }
+        Ok(())
+    }
+
+    /// See `transfers::Parts::restore_sent_to`.
+    pub fn restore_sent_to(&mut self, sent_to: Vec<(Box<[u8]>, u32)>) -> Result<(), EffectError> {
+        self.transfer_parts().restore_sent_to(sent_to)
     }
 
     pub fn transfer_counters(&self, peer: &[u8]) -> Counters {

@@ -117,7 +117,7 @@ class Auditor:
             if step.action == sa.RECV:
                 yield from self.transfers.fence_wait(step.src)
                 credited, _r, _left = yield from self.transfers.recv(step.dst, step.src,
-                                                                     step.amount, a.round)
+                                                                     step.amount, a.round, to=step.to)
                 if rt is not None:
                     rt['repair'] += 2 if (yield Replicas(step.src)) else 1
                 if credited:

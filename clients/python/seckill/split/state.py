@@ -54,6 +54,7 @@ class SplitState:
         self.first_empty: Optional[float] = None      # when a home part first answered SOLD_OUT
         self.gen: Dict[str, int] = {}                 # stock brought to a part, per part
         self.verdict: Optional[Tuple[float, int]] = None   # (snapshot start, units seen)
+        self.incarnations: Dict[str, str] = {}        # key -> its INFO incarnation (SEND/RECV's TO)
 
     def follow(self, lay: sp.Layout) -> None:
         """The layout in use: its keys feed the local flag."""
@@ -86,6 +87,7 @@ class SplitState:
             self.layout = None
             self.forget_pool()
             self.verdict = None
+            self.incarnations.clear()
 
     def adopt(self, lay: sp.Layout, pool_est: Optional[int]) -> None:
         """A layout this object created or recovered, its caches new."""
