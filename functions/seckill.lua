@@ -826,7 +826,11 @@ function Sale:insert(id, user, qty, state, created, takes, via)
 end
 
 -- The generated id of the next record; when a client took that string as
--- its REQID, the smallest free `<that id>-<k>`.
+-- its REQID, the smallest free `<that id>-<k>`. With an id key the next id
+-- cannot be known before it is made, so a client takes it only by a 2^-64
+-- chance: the probe loop runs in practice never, and a RESERVE costs at
+-- most the one HGET of the id itself (a keyless sale of an older library
+-- keeps its old, guessable ids and probes).
 -- (In a draw sale an entrant's REQID is taken too: it becomes the id of
 -- that entrant's reservation if it wins.)
 function Sale:id_taken(id)
