@@ -34,6 +34,9 @@ class Auditor:
             cached = None
         keys = list(lay.parts) if cached is not None else list(lay.keys)
         states = yield from read_states(keys)
+        with s.lock:    # SEND's and RECV's TO, for free
+            s.incarnations.update(((st.round, k), st.incarnation) for k, st in states.items()
+                                  if st is not None and st.incarnation and st.round)
         if cached is not None:
             states[lay.pool] = cached
             s.count(state_reads=len(keys))

@@ -48,24 +48,27 @@ class Transfers:
     def __init__(self, state: SplitState):
         self.s = state
 
-    def incarnation(self, key: str) -> Steps:
-        """`key`'s incarnation (INFO incarnation), cached per process: read
-        once per key, dropped when a transfer with it is refused as
-        STALEPEER. None when the key does not exist."""
+    def incarnation(self, key: str, round_: str) -> Steps:
+        """`key`'s incarnation (INFO incarnation) in round `round_`, cached
+        per process: read once per key and round, dropped when a transfer
+        with it is refused as STALEPEER. None when the key does not exist
+        or is in another round (the SEND or RECV then answers STALEROUND)."""
         s = self.s
         with s.lock:
-            got = s.incarnations.get(key)
+            got = s.incarnations.get((round_, key))
         if got is None:
             st = (yield from read_states([key]))[key]
-            got = st.incarnation if st is not None else None
+            s.count(state_reads=1)
+            got = st.incarnation if st is not None and st.round == round_ else None
             if got is not None:
                 with s.lock:
-                    s.incarnations[key] = got
+                    s.incarnations[(round_, key)] = got
         return got
 
     def forget_incarnation(self, key: str) -> None:
         with self.s.lock:
-            self.s.incarnations.pop(key, None)
+            for k in [k for k in self.s.incarnations if k[1] == key]:
+                del self.s.incarnations[k]
 
     def send(self, src: str, dst: str, qty: int, round_: str, min_: int = 1,
              tid: Optional[str] = None, wait: bool = True, to: Optional[str] = None) -> Steps:
@@ -77,7 +80,7 @@ class Transfers:
         of dst (dst was re-created)."""
         tid = tid or sp.transfer_id()
         if to is None:
-            to = yield from self.incarnation(dst)
+            to = yield from self.incarnation(dst, round_)
         cmds: List[List[Any]] = [sp.send_args(src, dst, qty, min_, tid, round_, to)]
         waiting = wait and (yield Replicas(src)) > 0
         if waiting:
@@ -127,7 +130,7 @@ class Transfers:
     def transfer(self, lay: sp.Layout, src: str, dst: str, qty: int, path: str, rt: Counter,
                  min_: int = 1) -> Steps:
         """SEND src->dst, WAIT, RECV, in `lay`'s round: the units credited to dst."""
-        to = yield from self.incarnation(dst)
+        to = yield from self.incarnation(dst, lay.round)
         taken, sent_total, src_left, _acked = yield from self.send(src, dst, qty, lay.round, min_, to=to)
         rt[path] += 1
         if src == lay.pool:
