@@ -28,8 +28,12 @@ Fields of the hash:
                      case when the record has a hold deadline (created + hold)
   i:<id>             seq of a reservation whose id the client gave (REQID)
   u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
-  p:<peer>           "<sent>:<received>" per declared peer (split sales)
+  p:<peer>           "<sent>:<received>[:<to>]" per declared peer (split
+                     sales); <to> the peer's incarnation <sent> was counted
+                     for (docs/cluster.md, "Rounds"), once a SEND named one
   t:<tid>            a SEND transfer id already taken
+  k                  the key of generated ids, 32 hex digits, drawn at INIT
+                     (absent in a sale from before it: ids `<tag>-<seq>`)
   d, E:<user>, I:<reqid>   a draw sale's state, entrants and their REQIDs
                      (layout 2; "draw sales" below, with the two keys a
                      draw sale keeps beside the hash: <key>:draw, <key>:entrants)
@@ -522,20 +526,46 @@ end
 
 function Sale:touch(r) self.rd[r.seq] = r end
 
-function Sale:id_of(r) return r.id or (self.tag .. '-' .. num(r.seq)) end
+-- Generated ids (docs/commands.md, "Reservation ids"): `<tag>-<seq>-<mac>`,
+-- mac the first 16 hex digits of SHA-1(k .. '-' .. tag .. '-' .. seq) under
+-- the sale's secret id key `k`, so one id does not tell its neighbours'
+-- (the module uses another mac: ids are opaque). A sale without `k` (made
+-- by an older library) keeps `<tag>-<seq>`.
+local function id_mac(k, tag, seq) return string.sub(redis.sha1hex(k .. '-' .. tag .. '-' .. seq), 1, 16) end
+
+function Sale:idk() return self:get('k') end
+
+function Sale:gen_id(seq)
+    local k = self:idk()
+    if k then return self.tag .. '-' .. num(seq) .. '-' .. id_mac(k, self.tag, num(seq)) end
+    return self.tag .. '-' .. num(seq)
+end
+
+function Sale:id_of(r) return r.id or self:gen_id(r.seq) end
+
+-- The seq of generated id `id` (its mac checked), or nil.
+function Sale:parse_generated(id)
+    if #id < 10 or string.byte(id, 9) ~= 45 or string.sub(id, 1, 8) ~= self.tag then return nil end
+    local d, mac = string.sub(id, 10), nil
+    local k = self:idk()
+    if k then
+        d, mac = d:match('^(%d+)%-(%x+)$')
+        if not d or #mac ~= 16 then return nil end
+    end
+    if #d > 10 or string.find(d, '[^0-9]') or (#d ~= 1 and string.byte(d, 1) == 48) then return nil end
+    local seq = tonumber(d)
+    if seq >= self.n then return nil end
+    if k and mac ~= id_mac(k, self.tag, d) then return nil end
+    return seq
+end
 
 -- The reservation with id `id` (sale.rs find): a generated id is parsed,
 -- a client id is looked up.
 function Sale:find(id)
-    if #id >= 10 and string.byte(id, 9) == 45 and string.sub(id, 1, 8) == self.tag then
-        local d = string.sub(id, 10)
-        if #d <= 10 and not string.find(d, '[^0-9]') and (#d == 1 or string.byte(d, 1) ~= 48) then
-            local seq = tonumber(d)
-            if seq < self.n then
-                local r = self:rec(seq)
-                if r and not r.id then return r end
-            end
-        end
+    local seq = self:parse_generated(id)
+    if seq then
+        local r = self:rec(seq)
+        if r and not r.id then return r end
     end
     if self.ci > 0 then
         local seq = self:get('i:' .. id)
@@ -769,7 +799,7 @@ function Sale:insert(id, user, qty, state, created, takes, via)
     local hold = state == 'p' and self.hold > 0
     -- A client id written the way generated ids are, for this very record,
     -- is stored as generated (sale.rs insert_record).
-    local client = id ~= self.tag .. '-' .. num(seq)
+    local client = string.sub(id, 1, 9) ~= self.tag .. '-' or id ~= self:gen_id(seq)
     local r = {seq = seq, st = hold and 'P' or state, qty = qty, off = created - self.t0, takes = takes_fmt(takes),
                prev = false, next = false, id = client and id or nil, user = user}
     r.prev, r.next = nil, nil
@@ -795,8 +825,12 @@ function Sale:insert(id, user, qty, state, created, takes, via)
     return r
 end
 
--- `<tag>-<seq>`; when a client took that string as its REQID, the smallest
--- free `<tag>-<seq>-<k>`.
+-- The generated id of the next record; when a client took that string as
+-- its REQID, the smallest free `<that id>-<k>`. With an id key the next id
+-- cannot be known before it is made, so a client takes it only by a 2^-64
+-- chance: the probe loop runs in practice never, and a RESERVE costs at
+-- most the one HGET of the id itself (a keyless sale of an older library
+-- keeps its old, guessable ids and probes).
 -- (In a draw sale an entrant's REQID is taken too: it becomes the id of
 -- that entrant's reservation if it wins.)
 function Sale:id_taken(id)
@@ -804,7 +838,7 @@ function Sale:id_taken(id)
 end
 
 function Sale:generate_id()
-    local id = self.tag .. '-' .. num(self.n)
+    local id = self:gen_id(self.n)
     if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
     local k = 1
     while self:id_taken(id .. '-' .. num(k)) do k = k + 1 end
@@ -1185,18 +1219,20 @@ function Sale:report()
             fields[#fields + 1] = 'p:' .. p
             pos = at + len
         end
-        local rows = {}
+        local rows, sent_to = {}, {}
         for s = 1, #fields, 1000 do
             local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
             for j, v in ipairs(vals) do
                 local i = s + j - 1
                 local cached = self.w[fields[i]]
                 if cached then v = cached end
-                local sent, recv = (v or '0:0'):match('^(%d+):(%d+)$')
+                local sent, recv, to = (v or '0:0'):match('^(%d+):(%d+):?(%x*)$')
                 rows[i] = {peers[i], tonumber(sent), tonumber(recv)}
+                if to ~= '' then sent_to[#sent_to + 1] = {peers[i], to} end
             end
         end
-        for _, v in ipairs({'round', self.round, 'sent', self.sent, 'received', self.recv, 'peers', rows}) do
+        for _, v in ipairs({'round', self.round, 'incarnation', self.tag, 'sent', self.sent, 'received', self.recv,
+                            'peers', rows, 'sent_to', sent_to}) do
             out[#out + 1] = v
         end
     end
@@ -1301,6 +1337,23 @@ local function new_tag(key, old)
     return bit.tohex(h)
 end
 
+-- A new sale's id key, 32 hex digits: SHA-1 of what the server can see
+-- that a client cannot predict (the run_id in INFO, a table address, the
+-- CPU clock, TIME to the microsecond), as fresh_seed does.
+local function new_id_key(key)
+    local t = redis.call('TIME')
+    local parts = {t[1], t[2], tostring({}), tostring(math.random()), key}
+    local ok, clock = pcall(function() return string.format('%.9f', os.clock()) end)
+    if ok then parts[#parts + 1] = clock end
+    -- (An ACL refusal cannot be caught inside a function: ask first; the
+    -- question itself fails where INFO is renamed away.)
+    local known, allowed = pcall(redis.acl_check_cmd, 'INFO', 'server')
+    if known and allowed then parts[#parts + 1] = redis.call('INFO', 'server') end
+    t = redis.call('TIME')
+    parts[#parts + 1] = t[2]
+    return string.sub(redis.sha1hex(table.concat(parts, '\0')), 1, 32)
+end
+
 local function cmd_init(keys, args)
     local key = one_key(keys, 'seckill.init')
     if #args < 1 then arity('seckill.init') end
@@ -1390,9 +1443,9 @@ local function cmd_init(keys, args)
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
                stream = stream, owner = stream and key, maxlen = stream and maxlen, round = round,
                layout = (draw and LAYOUT_DRAW or LAYOUT) + (fence and LAYOUT_FENCE or 0), fence = replid}
-    local f = {'m', meta_fmt(S)}
+    local f = {'m', meta_fmt(S), 'k', new_id_key(key)}
     if draw then
-        f[3], f[4] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
+        f[5], f[6] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
                                     seed = fresh_seed(key, old_seed)})
     end
     local function add(...)
@@ -1430,7 +1483,8 @@ local RESERVED = {ok = 'RESERVED'}   -- a status reply, shared: the server only 
 local function reserve_fast(key, user, qty, reqid)
     local uf, idf = 'u:' .. user, reqid and 'i:' .. reqid
     local v
-    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf) end
+    -- (Without a REQID, the id key `k` too: the id is made here.)
+    if idf then v = redis.call('HMGET', key, 'm', uf, idf) else v = redis.call('HMGET', key, 'm', uf, 'k') end
     local m = v[1]
     if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
@@ -1448,7 +1502,7 @@ local function reserve_fast(key, user, qty, reqid)
     if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
     if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
     local seq, qs = num(n), qty == 1 and '1' or num(qty)
-    local id = reqid or (tag .. '-' .. seq)
+    local id = reqid or (v[3] and (tag .. '-' .. seq .. '-' .. id_mac(v[3], tag, seq)) or (tag .. '-' .. seq))
     local created = (n > 0 and lc > now) and lc or now
     local client = reqid ~= nil
     local record = (hold > 0 and 'P' or 'p') .. qs .. ',' .. num(created - t0) .. ',0,,,'
@@ -1545,6 +1599,7 @@ end
 reserve_general = function(key, user, qty, reqid, pre)
     local S = open(key, 'u:' .. user, reqid and 'i:' .. reqid, pre)
     if not S then return status_id_count('NO_SALE', nil, 0) end
+    if pre and not reqid then S.c.k = pre[3] end   -- the id key, read with the rest
     if S.draw then return status_id_count('DRAW', nil, S.rem) end
     if qty > S.limit then fail("ERR QTY is above the sale's LIMIT") end
     if S:fenced() then return status_id_count('FENCED', nil, S.rem) end
@@ -1761,6 +1816,20 @@ local DRAWING = 'ERR the draw part has begun drawing: its stock moves no more'
 local function has_begun_drawing(S) return S.draw and S:dstate().dstock >= 0 end
 
 local ROUND_REQUIRED = 'ERR ROUND is required: the split sale\'s round, so a transfer from another round changes nothing'
+local PEER_RECREATED = 'STALEPEER this key sent to another incarnation of the peer (it was deleted and re-created): '
+    .. "nothing moves; INIT ... REPLACE the sale's keys in a new round"
+local OTHER_INCARNATION = 'STALEPEER the total was sent to another incarnation of this key (it was deleted and '
+    .. 're-created): nothing is credited'
+
+-- A key's incarnation is its tag, drawn anew at every INIT: SEND names the
+-- receiver's (TO) and records it with its counter, RECV names the one the
+-- total was counted for, and a key credits only totals counted for itself.
+local function parse_incarnation(raw)
+    if #raw ~= 8 or string.find(raw, '[^0-9a-f]') then
+        fail("ERR TO must be 8 lowercase hex digits: the receiving key's incarnation (INFO incarnation)")
+    end
+    return raw
+end
 
 -- Only a part of a split sale moves stock, only with a peer it declared,
 -- only in its own round.
@@ -1771,8 +1840,8 @@ local function check_transfer(S, peer, round)
     end
     local c = S:get('p:' .. peer)
     if not c then fail("ERR the peer is not one of this part's declared peers") end
-    local sent, recv = c:match('^(%d+):(%d+)$')
-    return tonumber(sent), tonumber(recv)
+    local sent, recv, to = c:match('^(%d+):(%d+):?(%x*)$')
+    return tonumber(sent), tonumber(recv), to ~= '' and to or nil
 end
 
 -- The lowest level L >= 1 with sum(max(0, r - L)) < qty over the buckets,
@@ -1815,7 +1884,7 @@ local function cmd_send(keys, args)
     if #args < 2 then arity('seckill.send') end
     local peer = parse_peer(key, args[1])
     local qty = parse_u64('qty', args[2], 1, MAX_TOTAL)
-    local min, tid, round = 1, nil, nil
+    local min, tid, round, to = 1, nil, nil, nil
     local o = options(args, 3)
     while true do
         local word = o:next_word()
@@ -1829,6 +1898,9 @@ local function cmd_send(keys, args)
         elseif w == 'ROUND' then
             o:once('ROUND')
             round = parse_round(o:value('ROUND'))
+        elseif w == 'TO' then
+            o:once('TO')
+            to = parse_incarnation(o:value('TO'))
         else
             unknown_option(word)
         end
@@ -1837,7 +1909,8 @@ local function cmd_send(keys, args)
     if not round then fail(ROUND_REQUIRED) end
     local S = open(key, 'p:' .. peer, 't:' .. tid)
     if not S then return false end
-    local sent, recv = check_transfer(S, peer, round)
+    local sent, recv, sent_to = check_transfer(S, peer, round)
+    if to and sent_to and sent_to ~= to then fail(PEER_RECREATED) end
     if has_begun_drawing(S) and not S:get('t:' .. tid) then fail(DRAWING) end
     if S:fenced() then fail(FENCED) end
     local before = S.rem
@@ -1866,7 +1939,8 @@ local function cmd_send(keys, args)
             S.rem = S.rem - take
             S.sent = S.sent + take
             sent = sent + take
-            S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+            to = to or sent_to
+            S:set('p:' .. peer, num(sent) .. ':' .. num(recv) .. (to and (':' .. to) or ''))
             S:set('t:' .. tid, '1')
             taken = take
         end
@@ -1880,22 +1954,28 @@ local function cmd_recv(keys, args)
     if #args < 2 then arity('seckill.recv') end
     local peer = parse_peer(key, args[1])
     local total_n, total_s = parse_u64('sent_total', args[2], 0, U64_MAX)
-    local round
-    local n = #args - 2
-    if n == 0 then
-        fail(ROUND_REQUIRED)
-    elseif n == 1 then
-        arity('seckill.recv')
-    elseif args[3]:upper() ~= 'ROUND' then
-        unknown_option(args[3])
-    elseif n ~= 2 then
-        arity('seckill.recv')
-    else
-        round = parse_round(args[4])
+    local round, to
+    -- `ROUND round TO incarnation`, in any order (args.rs parse_recv).
+    for i = 3, #args, 2 do
+        local word, value = args[i], args[i + 1]
+        local w = word:upper()
+        if value == nil then
+            arity('seckill.recv')
+        elseif w == 'ROUND' then
+            if round then fail('ERR option ROUND given twice') end
+            round = parse_round(value)
+        elseif w == 'TO' then
+            if to then fail('ERR option TO given twice') end
+            to = parse_incarnation(value)
+        else
+            unknown_option(word)
+        end
     end
+    if not round then fail(ROUND_REQUIRED) end
     local S = open(key, 'p:' .. peer)
     if not S then return false end
-    local sent, recv = check_transfer(S, peer, round)
+    local sent, recv, sent_to = check_transfer(S, peer, round)
+    if to and to ~= S.tag then fail(OTHER_INCARNATION) end
     -- A total the key cannot hold is refused before anything changes.
     local credit = total_n and math.max(0, total_n - recv)
     if has_begun_drawing(S) and (credit == nil or credit > 0) then fail(DRAWING) end
@@ -1925,7 +2005,7 @@ local function cmd_recv(keys, args)
         S.rem = S.rem + credit
         S.recv = S.recv + credit
         recv = total_n
-        S:set('p:' .. peer, num(sent) .. ':' .. num(recv))
+        S:set('p:' .. peer, num(sent) .. ':' .. num(recv) .. (sent_to and (':' .. sent_to) or ''))
     end
     S:finish(before)
     return {credit, recv, S.rem}

@@ -131,6 +131,8 @@ fn config_strategy() -> impl Strategy<Value = SaleConfig> {
             beacon: None,
             // Half the sales are FENCE sales, created where the id is server_id(0).
             fence: fence.then(|| server_id(0)),
+            // Keyless: the model writes `<tag>-<seq>` ids (keyed ids: ids.rs).
+            id_key: None,
         })
 }
 
@@ -846,7 +848,7 @@ fn run_checked(cfg: &SaleConfig, steps: &[(u64, Cmd)], full: bool) -> Trace {
                 let taken = match m.sale.decide_send(*qty, *min, &tid) {
                     SendDecision::Take(takes) => {
                         let taken = takes.iter().map(|t| t.qty).sum();
-                        m.commit(Effect::Send { peer: peer.into(), tid: tid.clone().into(), takes });
+                        m.commit(Effect::Send { peer: peer.into(), tid: tid.clone().into(), takes, to: None });
                         taken
                     }
                     SendDecision::Repeated | SendDecision::BelowMin => 0,
@@ -1157,7 +1159,7 @@ fn resolve(s: &Sale, spec: &EffectSpec) -> Effect {
                 Ok(raw) => raw_takes(raw),
                 Err(qty) => s.buckets().plan_send(*qty).unwrap_or_default(),
             };
-            Effect::Send { peer: PEERS[*p].into(), tid: format!("t{tid}").into_bytes().into(), takes }
+            Effect::Send { peer: PEERS[*p].into(), tid: format!("t{tid}").into_bytes().into(), takes, to: None }
         }
         EffectSpec::Recv(p, sent_total, credits) => {
             let owed = sent_total.saturating_sub(s.transfer_counters(PEERS[*p]).received);

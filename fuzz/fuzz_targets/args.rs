@@ -23,6 +23,7 @@ fn sample_sale() -> Sale {
         draw: None,
         beacon: None,
         fence: None,
+        id_key: Some([9; 16]),
     });
     for (i, user) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
         if let Ok(rec) = sale.accept_reserve(user, 2, None, 1000 + i as u64) {

@@ -31,6 +31,7 @@ fn config(draw: bool) -> SaleConfig {
         draw: draw.then_some([7; 32]),
         beacon: None,
         fence: None,
+        id_key: Some([9; 16]),
     }
 }
 
@@ -38,7 +39,7 @@ fn config(draw: bool) -> SaleConfig {
 fn split_sale() -> Sale {
     let mut sale = Sale::new(config(false));
     if let SendDecision::Take(takes) = sale.decide_send(4, 1, b"t1") {
-        let _ = Effect::Send { peer: b"p".as_slice().into(), tid: b"t1".as_slice().into(), takes }.apply(&mut sale);
+        let _ = Effect::Send { peer: b"p".as_slice().into(), tid: b"t1".as_slice().into(), takes, to: None }.apply(&mut sale);
     }
     if let Ok(Some(credits)) = sale.plan_recv(b"q", 3) {
         let _ = Effect::Recv { peer: b"q".as_slice().into(), sent_total: 3, credits }.apply(&mut sale);

@@ -115,6 +115,11 @@ pub struct SaleConfig {
     /// master's at INIT and at each UNFENCE, carried inside the effects.
     /// `None`: a sale without FENCE, which never asks for the current id.
     pub fence: Option<ReplId>,
+    /// The secret key of generated reservation ids (`rules::sale::ids`),
+    /// 16 random bytes drawn on the master at INIT: replicas and the AOF
+    /// get it inside INIT's effect, RDB and DUMP inside the payload. `None`
+    /// for a sale from before id keys, which keeps issuing `<tag>-<seq>`.
+    pub id_key: Option<[u8; 16]>,
 }
 
 impl SplitConfig {
@@ -162,6 +167,7 @@ impl SaleConfig {
             draw: None,
             beacon: None,
             fence: None,
+            id_key: None,
         }
     }
 

@@ -28,11 +28,14 @@ pub enum Effect {
     /// order of the ledger rows: one replicated command per call, however
     /// many rows it fixed.
     Batch(Vec<Effect>),
-    /// SECKILL.SEND: units leave these buckets for `peer`; `tid` is recorded.
+    /// SECKILL.SEND: units leave these buckets for `peer`; `tid` is
+    /// recorded, and `to`, the peer's incarnation the counter is for (none
+    /// in effects from before incarnations).
     Send {
         peer: Box<[u8]>,
         tid: Box<[u8]>,
         takes: Vec<Take>,
+        to: Option<u32>,
     },
     /// SECKILL.RECV: `peer`'s cumulative `sent_total`, and the buckets that
     /// take the credit (`sent_total - received[peer]` units).
@@ -48,6 +51,8 @@ pub enum Effect {
         peers: Vec<(Box<[u8]>, Counters)>,
         tids: Vec<Box<[u8]>>,
     },
+    /// AOF rewrite: per peer, the incarnation its `sent` counter is for.
+    SentTo(Vec<(Box<[u8]>, u32)>),
     /// New entrants of a draw sale (ENTER makes one; an AOF rewrite
     /// restores them with their results).
     Entrants(Vec<EntrantRec>),
@@ -134,7 +139,8 @@ impl Effect {
             }
             Effect::Retake(id, takes) => sale.retake(id, takes.clone()),
             Effect::Batch(fixes) => apply_batch(sale, fixes),
-            Effect::Send { peer, tid, takes } => sale.send(peer, tid, takes),
+            Effect::Send { peer, tid, takes, to } => sale.send(peer, tid, takes, *to),
+            Effect::SentTo(sent_to) => sale.restore_sent_to(sent_to.clone()),
             Effect::Recv { peer, sent_total, credits } => sale.recv(peer, *sent_total, credits),
             Effect::Transfers { allocation, peers, tids } => sale.restore_transfers(allocation.clone(), peers.clone(), tids.clone()),
             Effect::Entrants(entrants) => sale.add_entrants(entrants),
@@ -176,6 +182,7 @@ impl Effect {
             | Effect::Send { .. }
             | Effect::Recv { .. }
             | Effect::Transfers { .. }
+            | Effect::SentTo(_)
             | Effect::Entrants(_)
             | Effect::DrawProgress { .. }
             | Effect::Unfence(_) => {}
@@ -219,6 +226,9 @@ pub fn rebuild(sale: &Sale, batch: usize, mut f: impl FnMut(&Effect)) {
             if chunks.peek().is_none() {
                 break;
             }
+        }
+        if !t.sent_to.is_empty() {
+            f(&Effect::SentTo(t.sent_to.iter().map(|(p, &to)| (p.clone(), to)).collect()));
         }
     }
     let mut records = Vec::with_capacity(batch);
@@ -333,6 +343,7 @@ mod tests {
             draw: None,
             beacon: None,
             fence: None,
+            id_key: None,
         })
     }
 

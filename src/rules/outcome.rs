@@ -58,6 +58,11 @@ pub enum TransferRefusal {
     UnknownPeer,
     /// A draw part that has begun drawing: its stock is the draw's.
     Drawing,
+    /// SEND: this key's counter for the peer was counted for another
+    /// incarnation of it (the peer was deleted and re-created).
+    PeerRecreated,
+    /// RECV: the total was counted for another incarnation of this key.
+    OtherIncarnation,
 }
 
 /// A change that does not fit the state it is applied to.

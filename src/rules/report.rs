@@ -34,12 +34,18 @@ pub struct Report {
 pub struct TransferReport {
     /// The split sale's round (`None` for a key from before rounds).
     pub round: Option<Box<[u8]>>,
+    /// This key's incarnation (with the round): what SEND's and RECV's
+    /// `TO` name.
+    pub incarnation: u32,
     pub sent: u64,
     pub received: u64,
     /// `(peer, sent_total, received_total)`, in byte order of the peer:
     /// every declared peer of a split sale (at most `MAX_PEERS`), else the
     /// peers the key exchanged with.
     pub peers: Vec<(Box<[u8]>, u64, u64)>,
+    /// `(peer, incarnation)`, in byte order of the peer: the peers whose
+    /// `sent_total` was counted for a recorded incarnation of theirs.
+    pub sent_to: Vec<(Box<[u8]>, u32)>,
 }
 
 impl TransferReport {
@@ -54,12 +60,20 @@ impl TransferReport {
             let c = sale.transfer_counters(p);
             (Box::from(p), c.sent, c.received)
         };
+        let sent_to = t.map_or_else(Vec::new, |t| t.sent_to.iter().map(|(p, &to)| (p.clone(), to)).collect());
         let peers = match (split, t) {
             (Some(s), _) => s.peers.iter().map(|p| row(p)).collect(),
             (None, Some(t)) => t.peers.keys().map(|p| row(p)).collect(),
             (None, None) => Vec::new(),
         };
-        Some(TransferReport { round: split.map(|s| s.round.clone()), sent: totals.sent, received: totals.received, peers })
+        Some(TransferReport {
+            round: split.map(|s| s.round.clone()),
+            incarnation: sale.incarnation(),
+            sent: totals.sent,
+            received: totals.received,
+            peers,
+            sent_to,
+        })
     }
 }
 
@@ -162,13 +176,19 @@ impl Report {
         if let Some(t) = &self.transfers {
             if let Some(round) = &t.round {
                 fields.push(("round", Value::Text(round.clone())));
+                fields.push(("incarnation", Value::Text(format!("{:08x}", t.incarnation).into_bytes().into())));
             }
             let peer = |(p, s, r): &(Box<[u8]>, u64, u64)| Value::List(vec![Value::Text(p.clone()), Value::Int(*s), Value::Int(*r)]);
+            let hex = |to: u32| Value::Text(format!("{to:08x}").into_bytes().into());
             fields.extend([
                 ("sent", Value::Int(t.sent)),
                 ("received", Value::Int(t.received)),
                 ("peers", Value::List(t.peers.iter().map(peer).collect())),
             ]);
+            if t.round.is_some() {
+                let rows = t.sent_to.iter().map(|(p, to)| Value::List(vec![Value::Text(p.clone()), hex(*to)])).collect();
+                fields.push(("sent_to", Value::List(rows)));
+            }
         }
         if let Some(d) = &self.draw {
             use crate::rules::sale::draw::hex;
@@ -276,6 +296,7 @@ mod tests {
             draw: None,
             beacon: None,
             fence: None,
+            id_key: None,
         });
         let rec = s.decide_reserve("user-ü".as_bytes(), 2, Some(b"o1"), 5).unwrap();
         s.add_record(rec.as_new()).unwrap();

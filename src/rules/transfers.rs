@@ -2,6 +2,14 @@
 //! peer key (cumulative counters, so a repeated or late RECV is harmless)
 //! and the ids of the SENDs it made (so a retried SEND takes nothing more).
 //!
+//! A key's incarnation is its tag, drawn anew at every INIT: a SEND names
+//! the receiver's (`TO`) and the sender records, per peer, the incarnation
+//! its `sent` counter was counted for; a RECV names the incarnation the
+//! total was counted for, and a key credits only totals counted for
+//! itself. So a peer deleted and re-created under the same round (whose
+//! `received` starts again at 0) is never credited what was sent to the
+//! key before it (docs/cluster.md, "Rounds").
+//!
 //! Plain sales never send or receive: they carry no `Transfers` at all
 //! (`Sale::transfers` is `None`), so RESERVE pays nothing for this.
 //!
@@ -33,6 +41,10 @@ pub struct Transfers {
     /// The sums over `peers`, kept as they change: every check and report
     /// reads them without a scan.
     pub totals: Counters,
+    /// Per peer, the incarnation `sent` was counted for (recorded by the
+    /// first SEND that named one; none for counters from before
+    /// incarnations, which the next SEND records).
+    pub sent_to: BTreeMap<Box<[u8]>, u32>,
 }
 
 impl Transfers {
@@ -49,7 +61,8 @@ impl Transfers {
     }
 
     pub fn heap_estimate(&self) -> usize {
-        let peers: usize = self.peers.keys().map(|k| k.len() + 64).sum();
+        let peers: usize =
+            self.peers.keys().map(|k| k.len() + 64).sum::<usize>() + self.sent_to.keys().map(|k| k.len() + 48).sum::<usize>();
         let tids: usize = self.tids.iter().map(|t| t.len() + 40).sum();
         std::mem::size_of::<Transfers>() + peers + tids
     }
@@ -96,6 +109,16 @@ pub fn check_transfer(split: Option<&SplitConfig>, peer: &[u8], round: &[u8]) ->
         return Err(TransferRefusal::UnknownPeer);
     }
     Ok(())
+}
+
+/// Whether a SEND to `peer`'s incarnation `to` may go ahead: refused when
+/// this key counted its sends to `peer` for another incarnation (the peer
+/// was deleted and re-created, or the caller's incarnation is stale).
+pub fn check_send_to(log: Option<&Transfers>, peer: &[u8], to: u32) -> Result<(), TransferRefusal> {
+    match log.and_then(|t| t.sent_to.get(peer)) {
+        Some(&had) if had != to => Err(TransferRefusal::PeerRecreated),
+        _ => Ok(()),
+    }
 }
 
 /// Effects move stock only between declared peers (a replayed effect was
@@ -167,13 +190,17 @@ pub struct Parts<'a> {
 }
 
 impl Parts<'_> {
-    /// Sends the units `takes` names to `peer` and records `tid`; refused,
-    /// changing nothing, when it does not fit.
-    pub fn send(self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+    /// Sends the units `takes` names to `peer` (its incarnation `to`, when
+    /// the effect names one) and records `tid`; refused, changing nothing,
+    /// when it does not fit.
+    pub fn send(self, peer: &[u8], tid: &[u8], takes: &[Take], to: Option<u32>) -> Result<(), EffectError> {
         if !valid_id(peer) || !valid_id(tid) {
             return Err(EffectError("bad peer or transfer id"));
         }
         check_peer(self.config.split.as_ref(), peer)?;
+        if let Some(to) = to {
+            check_send_to(self.log.as_deref(), peer, to).map_err(|_| EffectError("the peer's counter is for another incarnation"))?;
+        }
         if self.log.as_ref().is_some_and(|t| t.tids.contains(tid)) {
             return Err(EffectError("transfer id seen before"));
         }
@@ -190,6 +217,27 @@ impl Parts<'_> {
         t.peers.entry(peer.into()).or_default().sent = sent;
         t.totals.sent += qty;
         t.tids.insert(tid.into());
+        if let Some(to) = to {
+            t.sent_to.insert(peer.into(), to);
+        }
+        Ok(())
+    }
+
+    /// Restores the incarnations the counters were sent for (RDB, AOF
+    /// rewrite): declared peers with counters, each once; a sale restored
+    /// before must agree on those it has.
+    pub fn restore_sent_to(self, sent_to: Vec<(Box<[u8]>, u32)>) -> Result<(), EffectError> {
+        let t = self.log.as_deref_mut().ok_or(EffectError("incarnations without transfers"))?;
+        let mut map = t.sent_to.clone();
+        for (peer, to) in sent_to {
+            if !t.peers.contains_key(&peer) {
+                return Err(EffectError("an incarnation for a peer without counters"));
+            }
+            if map.insert(peer, to).is_some_and(|had| had != to) {
+                return Err(EffectError("incarnations differ from the restored state"));
+            }
+        }
+        t.sent_to = map;
         Ok(())
     }
 
@@ -242,6 +290,7 @@ impl Parts<'_> {
                 return Err(EffectError("transfers restore differs from the restored state"));
             }
             t.tids = had.tids.clone();
+            t.sent_to = had.sent_to.clone();
         }
         if !tids.iter().all(|tid| valid_id(tid)) {
             return Err(EffectError("bad transfer id"));
@@ -283,7 +332,7 @@ mod tests {
         match s.decide_send(qty, min, tid) {
             SendDecision::Take(takes) => {
                 let n = takes.iter().map(|t| t.qty).sum();
-                Effect::Send { peer: peer.into(), tid: tid.into(), takes }.apply(s).unwrap();
+                Effect::Send { peer: peer.into(), tid: tid.into(), takes, to: None }.apply(s).unwrap();
                 n
             }
             _ => 0,
@@ -365,9 +414,9 @@ mod tests {
         send(&mut s, b"p", 1, 1, b"t");
         let before = s.clone();
         let bad = [
-            Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] },
-            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 0, qty: 9 }] },
-            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 5, qty: 1 }] },
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }], to: None },
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 0, qty: 9 }], to: None },
+            Effect::Send { peer: b"p".to_vec().into(), tid: b"u".to_vec().into(), takes: vec![Take { bucket: 5, qty: 1 }], to: None },
             Effect::Recv { peer: b"p".to_vec().into(), sent_total: 2, credits: vec![Take { bucket: 0, qty: 1 }] },
             Effect::Recv { peer: b"q".to_vec().into(), sent_total: MAX_TOTAL, credits: vec![Take { bucket: 0, qty: MAX_TOTAL }] },
             Effect::Transfers { allocation: vec![2, 2], peers: vec![], tids: vec![] },
@@ -410,7 +459,7 @@ mod tests {
         assert!(Effect::Recv { peer: b"p".to_vec().into(), sent_total: 5, credits: vec![Take { bucket: 0, qty: 5 }] }
             .apply(&mut p)
             .is_err());
-        assert!(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }] }
+        assert!(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: vec![Take { bucket: 0, qty: 1 }], to: None }
             .apply(&mut p)
             .is_err());
         assert!(p == before);
@@ -436,7 +485,43 @@ mod tests {
         assert_eq!(back.transfers().unwrap().totals, t.totals);
     }
 
-    /// Restored counters may name only declared peers.
+    /// A SEND that names the peer's incarnation records it; a later one
+    /// naming another is refused (the peer was re-created), and so is its
+    /// effect, changing nothing; a RECV is checked against the key's own
+    /// incarnation (its tag). The record survives RDB and AOF rewrite.
+    #[test]
+    fn incarnations_are_recorded_and_checked() {
+        let mut s = sale(10, 2);
+        let takes = match s.decide_send(3, 1, b"t1") {
+            SendDecision::Take(t) => t,
+            d => panic!("{d:?}"),
+        };
+        Effect::Send { peer: b"p".as_slice().into(), tid: b"t1".as_slice().into(), takes, to: Some(0xb0) }.apply(&mut s).unwrap();
+        assert_eq!(s.transfers().unwrap().sent_to.get(&b"p"[..]), Some(&0xb0));
+        assert_eq!(s.check_send_to(b"p", 0xb0), Ok(()));
+        assert_eq!(s.check_send_to(b"p", 0xb1), Err(TransferRefusal::PeerRecreated));
+        assert_eq!(s.check_send_to(b"q", 0xb1), Ok(()), "nothing recorded for q yet");
+        let before = s.clone();
+        let takes = vec![Take { bucket: 0, qty: 1 }];
+        assert!(Effect::Send { peer: b"p".as_slice().into(), tid: b"t2".as_slice().into(), takes, to: Some(0xb1) }.apply(&mut s).is_err());
+        assert!(s == before);
+        assert_eq!(s.check_recv_to(9), Ok(()), "the tag of plain(): 9");
+        assert_eq!(s.check_recv_to(8), Err(TransferRefusal::OtherIncarnation));
+        let back = decode(&encode(&s)).unwrap();
+        assert_eq!(back.transfers().unwrap().sent_to, s.transfers().unwrap().sent_to);
+        let mut rebuilt: Option<Sale> = None;
+        crate::rules::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
+            (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
+            (e, Some(r)) => e.apply(r).unwrap(),
+            _ => unreachable!(),
+        });
+        assert!(rebuilt.unwrap() == s);
+        // Incarnations only for peers with counters, each once.
+        let mut t = sale(10, 2);
+        assert!(t.restore_sent_to(vec![(b"p".as_slice().into(), 1)]).is_err(), "no transfers yet");
+    }
+
+    /// Restored counters may name only declared peers.    /// Restored counters may name only declared peers.
     #[test]
     fn restore_refuses_undeclared_peers() {
         let mut s = sale(10, 1);
@@ -472,7 +557,9 @@ mod tests {
         assert_eq!(s.check_send_move(b"t1"), Ok(()), "a repeated tid takes nothing");
         assert_eq!(s.check_recv_move(b"q", 3), Ok(()), "nothing to credit");
         let takes = vec![crate::rules::buckets::Take { bucket: 0, qty: 1 }];
-        assert!(Effect::Send { peer: b"p".as_slice().into(), tid: b"t2".as_slice().into(), takes: takes.clone() }.apply(&mut s).is_err());
+        assert!(Effect::Send { peer: b"p".as_slice().into(), tid: b"t2".as_slice().into(), takes: takes.clone(), to: None }
+            .apply(&mut s)
+            .is_err());
         assert!(Effect::Recv { peer: b"q".as_slice().into(), sent_total: 4, credits: takes }.apply(&mut s).is_err());
         assert_eq!(encode(&s), before, "nothing changed");
     }

@@ -426,6 +426,19 @@ pub struct SendArgs<'a> {
     pub min: u64,
     pub tid: &'a [u8],
     pub round: &'a [u8],
+    /// The receiving key's incarnation (`TO`): the peer's for SEND, the
+    /// key's own for RECV. Optional, for clients from before incarnations
+    /// (which are not protected against a re-created peer).
+    pub to: Option<u32>,
+}
+
+/// An incarnation as INFO shows it: eight lowercase hex digits.
+pub fn parse_incarnation(raw: &[u8]) -> ArgResult<u32> {
+    let hex = raw.len() == 8 && raw.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match std::str::from_utf8(raw).ok().filter(|_| hex).and_then(|s| u32::from_str_radix(s, 16).ok()) {
+        Some(n) => Ok(n),
+        None => err("ERR TO must be 8 lowercase hex digits: the receiving key's incarnation (INFO incarnation)"),
+    }
 }
 
 fn parse_round(raw: &[u8]) -> ArgResult<&[u8]> {
@@ -448,15 +461,15 @@ fn parse_peer<'a>(key: &[u8], peer: &'a [u8]) -> ArgResult<&'a [u8]> {
     Ok(peer)
 }
 
-/// `SECKILL.SEND key peer qty [MIN m] TID tid ROUND round`; `args` starts
-/// after the key.
+/// `SECKILL.SEND key peer qty [MIN m] TID tid ROUND round [TO incarnation]`;
+/// `args` starts after the key.
 pub fn parse_send<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<SendArgs<'a>> {
     let [peer, qty, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
     let peer = parse_peer(key, peer)?;
     let qty = parse_u64("qty", qty, 1, MAX_TOTAL)?;
-    let (mut min, mut tid, mut round) = (1, None, None);
+    let (mut min, mut tid, mut round, mut to) = (1, None, None, None);
     let mut o = Options::new(rest);
     while let Some(word) = o.next_word() {
         match option_word(word).as_deref() {
@@ -469,12 +482,16 @@ pub fn parse_send<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<SendArgs<'a
                 o.once("ROUND")?;
                 round = Some(parse_round(o.value("ROUND")?)?);
             }
+            Some("TO") => {
+                o.once("TO")?;
+                to = Some(parse_incarnation(o.value("TO")?)?);
+            }
             _ => return unknown_option(word),
         }
     }
     let tid = tid.ok_or_else(|| ArgError::Msg("ERR TID is required: it makes a retried SEND take nothing more".into()))?;
     let Some(round) = round else { return round_required() };
-    Ok(SendArgs { peer, qty, min, tid, round })
+    Ok(SendArgs { peer, qty, min, tid, round, to })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -482,24 +499,34 @@ pub struct RecvArgs<'a> {
     pub peer: &'a [u8],
     pub sent_total: u64,
     pub round: &'a [u8],
+    /// The incarnation of this key the peer counted `sent_total` for.
+    pub to: Option<u32>,
 }
 
-/// `SECKILL.RECV key peer sent_total ROUND round`; `args` starts after the
-/// key. Any 64-bit total parses; the sale refuses one it cannot hold.
+/// `SECKILL.RECV key peer sent_total ROUND round [TO incarnation]` (the two
+/// options in any order); `args` starts after the key. Any 64-bit total
+/// parses; the sale refuses one it cannot hold.
 pub fn parse_recv<'a>(key: &[u8], args: &'a [&'a [u8]]) -> ArgResult<RecvArgs<'a>> {
     let [peer, total, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
     let peer = parse_peer(key, peer)?;
     let sent_total = parse_u64("sent_total", total, 0, u64::MAX)?;
-    let round = match rest {
-        [word, round] if word.eq_ignore_ascii_case(b"ROUND") => parse_round(round)?,
-        [] => return round_required(),
-        [_] => return Err(ArgError::Arity),
-        [word, ..] if !word.eq_ignore_ascii_case(b"ROUND") => return unknown_option(word),
-        _ => return Err(ArgError::Arity),
-    };
-    Ok(RecvArgs { peer, sent_total, round })
+    let (mut round, mut to) = (None, None);
+    let mut pairs = rest.chunks(2);
+    for pair in pairs.by_ref() {
+        match pair {
+            [word, value] if word.eq_ignore_ascii_case(b"ROUND") && round.is_none() => round = Some(parse_round(value)?),
+            [word, value] if word.eq_ignore_ascii_case(b"TO") && to.is_none() => to = Some(parse_incarnation(value)?),
+            [word, _] if word.eq_ignore_ascii_case(b"ROUND") => return err("ERR option ROUND given twice"),
+            [word, _] if word.eq_ignore_ascii_case(b"TO") => return err("ERR option TO given twice"),
+            [_] => return Err(ArgError::Arity),
+            [word, _] => return unknown_option(word),
+            _ => return Err(ArgError::Arity),
+        }
+    }
+    let Some(round) = round else { return round_required() };
+    Ok(RecvArgs { peer, sent_total, round, to })
 }
 
 #[cfg(test)]
@@ -609,10 +636,14 @@ mod tests {
 
     #[test]
     fn send_and_recv() {
-        let a = parse_send(b"k", &[b"p", b"5", b"min", b"2", b"TID", b"t1", b"ROUND", b"r"]).unwrap();
-        assert_eq!(a, SendArgs { peer: b"p", qty: 5, min: 2, tid: b"t1", round: b"r" });
-        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"round", b"r"]).unwrap().min, 1);
+        let a = parse_send(b"k", &[b"p", b"5", b"min", b"2", b"TID", b"t1", b"ROUND", b"r", b"TO", b"0000002a"]).unwrap();
+        assert_eq!(a, SendArgs { peer: b"p", qty: 5, min: 2, tid: b"t1", round: b"r", to: Some(0x2a) });
+        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"round", b"r", b"to", b"ffffffff"]).unwrap().min, 1);
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t"])).contains("ROUND is required"));
+        assert_eq!(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b"r"]).unwrap().to, None);
+        for bad in [&b"2a"[..], b"0000002A", b"00000002a", b"0000002g", b"+000002a"] {
+            assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b"r", b"TO", bad])).contains("TO must be"));
+        }
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b""])).contains("ROUND"));
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", &[b'r'; 65]])).contains("ROUND"));
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"ROUND", b"r", b"ROUND", b"r"])).contains("twice"));
@@ -630,7 +661,12 @@ mod tests {
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"TID", b"t", b"TID", b"t"])).contains("twice"));
         assert!(msg(parse_send(b"k", &[b"p", b"5", b"NOPE", b"TID", b"t"])).contains("NOPE"));
         let r = |args: &[&[u8]]| parse_recv(b"k", args).map(|a| (a.peer.to_vec(), a.sent_total, a.round.to_vec()));
-        assert_eq!(r(&[b"p", b"18446744073709551615", b"ROUND", b"r1"]), Ok((b"p".to_vec(), u64::MAX, b"r1".to_vec())));
+        assert_eq!(r(&[b"p", b"18446744073709551615", b"ROUND", b"r1", b"TO", b"00000001"]), Ok((b"p".to_vec(), u64::MAX, b"r1".to_vec())));
+        assert_eq!(parse_recv(b"k", &[b"p", b"1", b"to", b"0000000a", b"round", b"r"]).map(|a| a.to), Ok(Some(10)));
+        assert_eq!(parse_recv(b"k", &[b"p", b"1", b"ROUND", b"r"]).map(|a| a.to), Ok(None));
+        assert!(msg(r(&[b"p", b"1", b"TO", b"0000000a"])).contains("ROUND is required"));
+        assert!(msg(r(&[b"p", b"1", b"ROUND", b"r", b"TO", b"1"])).contains("TO must be"));
+        assert!(msg(r(&[b"p", b"1", b"ROUND", b"r", b"ROUND", b"r"])).contains("twice"));
         assert!(msg(r(&[b"p", b"18446744073709551616", b"ROUND", b"r"])).contains("sent_total"));
         assert!(msg(r(&[b"p", b"x", b"ROUND", b"r"])).contains("sent_total"));
         assert!(msg(r(&[b"k", b"1", b"ROUND", b"r"])).contains("peer"));

@@ -53,6 +53,9 @@ impl EffectArgs for Effect {
                 if let Some(id) = &c.fence {
                     out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
                 }
+                if let Some(k) = &c.id_key {
+                    out.extend([b"IDKEY".to_vec(), hex16(k).to_vec()]);
+                }
             }
             Effect::Unfence(id) => out.extend([b"UNFENCE".to_vec(), id.as_bytes().to_vec()]),
             Effect::Records(recs) => {
@@ -81,9 +84,20 @@ impl EffectArgs for Effect {
                     out.extend(args);
                 }
             }
-            Effect::Send { peer, tid, takes } => {
+            Effect::Send { peer, tid, takes, to } => {
                 out.extend([b"SEND".to_vec(), peer.to_vec(), tid.to_vec()]);
+                // `TO <8 hex>` before the takes (numbers): an effect from
+                // before incarnations has none.
+                if let Some(to) = to {
+                    out.extend([b"TO".to_vec(), format!("{to:08x}").into_bytes()]);
+                }
                 push_takes(&mut out, takes);
+            }
+            Effect::SentTo(sent_to) => {
+                out.push(b"SENTTO".to_vec());
+                for (peer, to) in sent_to {
+                    out.extend([peer.to_vec(), format!("{to:08x}").into_bytes()]);
+                }
             }
             Effect::Recv { peer, sent_total, credits } => {
                 out.extend([b"RECV".to_vec(), peer.to_vec(), num(*sent_total)]);
@@ -221,7 +235,19 @@ impl EffectArgs for Effect {
             }
             b"SEND" => {
                 let (peer, tid) = (r.id()?, r.id()?);
-                Effect::Send { peer, tid, takes: r.takes()? }
+                let to = if r.next_is(b"TO") { Some(crate::wire::args::parse_incarnation(r.raw()?)?) } else { None };
+                Effect::Send { peer, tid, takes: r.takes()?, to }
+            }
+            b"SENTTO" => {
+                let mut sent_to = Vec::new();
+                while !r.done() {
+                    let peer = r.id()?;
+                    sent_to.push((peer, crate::wire::args::parse_incarnation(r.raw()?)?));
+                }
+                if sent_to.is_empty() || sent_to.len() > MAX_PEERS {
+                    return Err(ArgError::Arity);
+                }
+                Effect::SentTo(sent_to)
             }
             b"RECV" => {
                 let peer = r.id()?;
@@ -299,7 +325,27 @@ fn push_begin(out: &mut Vec<Vec<u8>>, b: &DrawBegin) {
     out.push(b.beacon.as_deref().unwrap_or_default().to_vec());
 }
 
-/// A draw seed as 64 hex digits.
+/// An id key as 32 lowercase hex digits.
+fn hex16(key: &[u8; 16]) -> [u8; 32] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    std::array::from_fn(|i| HEX[usize::from((key[i / 2] >> (4 - 4 * (i % 2))) & 15)])
+}
+
+fn parse_hex16(hex: &[u8]) -> ArgResult<[u8; 16]> {
+    let digit = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f').then(|| (b as char).to_digit(16).unwrap_or(0) as u8);
+    let mut key = [0u8; 16];
+    if hex.len() != 32 {
+        return Err(ArgError::Msg("ERR bad id key in effect".into()));
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        match (digit(pair[0]), digit(pair[1])) {
+            (Some(h), Some(l)) => key[i] = h << 4 | l,
+            _ => return Err(ArgError::Msg("ERR bad id key in effect".into())),
+        }
+    }
+    Ok(key)
+}
+
 fn parse_seed(hex: &[u8]) -> ArgResult<[u8; 32]> {
     let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut seed = [0u8; 32];
@@ -444,10 +490,12 @@ impl<'a> Reader<'a> {
         let draw = if self.next_is(b"DRAW") { Some(parse_seed(self.raw()?)?) } else { None };
         let beacon = if draw.is_some() && self.next_is(b"BEACON") { Some(self.raw()?.into()) } else { None };
         let fence = if self.next_is(b"FENCE") { Some(self.replid()?) } else { None };
+        // An effect from before id keys has none: the sale keeps `<tag>-<seq>`.
+        let id_key = if self.next_is(b"IDKEY") { Some(parse_hex16(self.raw()?)?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence, id_key };
         config.check()?;
         Ok(config)
     }
@@ -548,11 +596,13 @@ mod tests {
             draw: Some([0xa5; 32]),
             beacon: None,
             fence: Some(crate::rules::fence::id(b'c')),
+            id_key: Some([0x5a; 16]),
         };
         roundtrip(Effect::Init(SaleConfig { end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { fence: None, end_ms: 99, ..config.clone() }));
         roundtrip(Effect::Init(SaleConfig { beacon: Some(b"drand quicknet round 1234567".to_vec().into()), end_ms: 99, ..config.clone() }));
-        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, ..config }));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, beacon: None, id_key: None, ..config.clone() }));
+        roundtrip(Effect::Init(SaleConfig { stream: None, split: None, draw: None, beacon: None, fence: None, ..config }));
         roundtrip(Effect::Unfence(crate::rules::fence::id(b'9')));
         let rec = |id: &[u8]| Reservation {
             id: id.into(),
@@ -606,7 +656,13 @@ mod tests {
             Effect::Retake(b"b".to_vec().into(), vec![Take { bucket: 0, qty: 3 }]),
         ]));
         let takes = vec![Take { bucket: 1, qty: 2 }, Take { bucket: 0, qty: 1 }];
-        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone() });
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone(), to: None });
+        roundtrip(Effect::Send { peer: b"p".to_vec().into(), tid: b"t".to_vec().into(), takes: takes.clone(), to: Some(0xdead_beef) });
+        roundtrip(Effect::SentTo(vec![(b"p".to_vec().into(), 0), (b"q".to_vec().into(), 7)]));
+        assert!(Effect::parse(&[b"SENTTO"]).is_err());
+        assert!(Effect::parse(&[b"SENTTO", b"p"]).is_err());
+        assert!(Effect::parse(&[b"SENTTO", b"p", b"7"]).is_err());
+        assert!(Effect::parse(&[b"SEND", b"p", b"t", b"TO", b"0000000g", b"0", b"1"]).is_err());
         roundtrip(Effect::Recv { peer: b"p".to_vec().into(), sent_total: u64::MAX, credits: takes });
         roundtrip(Effect::Transfers {
             allocation: vec![3, 0],

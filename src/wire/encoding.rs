@@ -1,13 +1,24 @@
 //! The sale's persisted form: one versioned byte string, written by RDB
 //! save, read by RDB load, DUMP/RESTORE and `DEBUG DIGEST-VALUE`.
 //!
-//! Version 6 (draw v2): as version 5, with the draw flag's seed followed
-//! by the declared beacon's name (`len, bytes`, empty: none), and a begun
-//! draw's section ending in the beacon value its first DRAW took (`len,
-//! bytes`, empty: none). The entrant digest and the draw seed are derived
-//! (recomputed on load). Versions 4 and 5 load as draw v2 sales when their
-//! draw has not begun (no beacon); a payload of theirs whose draw has
-//! begun is refused (`draw::OLD_DRAW`): its order is the old one.
+//! Version 6: as version 5, with
+//! - the draw flag's seed followed by the declared beacon's name (`len,
+//!   bytes`, empty: none), and a begun draw's section ending in the beacon
+//!   value its first DRAW took (`len, bytes`, empty: none). The entrant
+//!   digest and the draw seed are derived (recomputed on load). Versions 4
+//!   and 5 load as draw v2 sales when their draw has not begun (no
+//!   beacon); a payload of theirs whose draw has begun is refused
+//!   (`draw::OLD_DRAW`): its order is the old one;
+//! - the config ending in the id-key flag after the fence flag (`0`, or `1`
+//!   and the 16 bytes of the key of generated ids, `rules::sale::ids`), and
+//!   the transfers section (when present) ending in the incarnations its
+//!   sent counters are for: `count, (peer, incarnation)...`, peers in byte
+//!   order. Older payloads load with none recorded (the next SEND to a peer
+//!   records its incarnation). Versions 1 to 5 (still read) load as sales
+//!   without an id key: they keep issuing and accepting `<tag>-<seq>` ids,
+//!   as they did when saved (a key drawn at load would differ between a
+//!   master and a replica loading the same file).
+//!
 //! Version 5: as version 4, with the config ending in the fence flag after
 //! the draw flag (`0`, or `1` and the 40 bytes of the recorded replication
 //! id, `rules::fence`). Versions 1 to 4 (still read) load as sales without
@@ -37,8 +48,8 @@ use crate::rules::transfers::Counters;
 
 pub const VERSION: u64 = 6;
 
-/// Bucket allocations, peers and transfer ids, as stored.
-type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>);
+/// Bucket allocations, peers, transfer ids and incarnations sent to, as stored.
+type Transfers = (Vec<u64>, Vec<(Box<[u8]>, Counters)>, Vec<Box<[u8]>>, Vec<(Box<[u8]>, u32)>);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecodeError(pub &'static str);
@@ -83,6 +94,13 @@ pub fn encode(sale: &Sale) -> Vec<u8> {
         Some(id) => {
             put(&mut out, 1);
             out.extend_from_slice(id.as_bytes());
+        }
+    }
+    match &c.id_key {
+        None => put(&mut out, 0),
+        Some(k) => {
+            put(&mut out, 1);
+            out.extend_from_slice(k);
         }
     }
     for &r in sale.buckets().remaining() {
@@ -148,6 +166,11 @@ fn put_transfers(out: &mut Vec<u8>, sale: &Sale) {
     for tid in &t.tids {
         put_bytes(out, tid);
     }
+    put(out, t.sent_to.len() as u64);
+    for (peer, &to) in &t.sent_to {
+        put_bytes(out, peer);
+        put(out, u64::from(to));
+    }
 }
 
 pub fn decode(bytes: &[u8]) -> Result<Sale, DecodeError> {
@@ -167,12 +190,15 @@ pub fn decode_as(bytes: &[u8], name: Option<&[u8]>) -> Result<Sale, DecodeError>
         s.owner = name.into();
     }
     let remaining = (0..config.shards).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
-    let transfers = if version >= 2 { r.transfers(config.shards)? } else { None };
+    let transfers = if version >= 2 { r.transfers(config.shards, version)? } else { None };
     let count = r.u64()?;
     // Each record takes at least 7 bytes: never trust a count to allocate.
     let mut sale = Sale::with_capacity(config, count.min(r.left() as u64 / 7) as usize);
-    if let Some((allocation, peers, tids)) = transfers {
+    if let Some((allocation, peers, tids, sent_to)) = transfers {
         sale.restore_transfers(allocation, peers, tids).map_err(|e| DecodeError(e.0))?;
+        if !sent_to.is_empty() {
+            sale.restore_sent_to(sent_to).map_err(|e| DecodeError(e.0))?;
+        }
     }
     let mut takes = Vec::new();
     for _ in 0..count {
@@ -253,7 +279,7 @@ impl<'a> Reader<'a> {
     /// The transfer section (version 2): `None` for a plain sale. Ids and
     /// order are checked by `Sale::restore_transfers`, except that peers
     /// and ids must come in byte order, so each sale has one encoding.
-    fn transfers(&mut self, shards: u32) -> Result<Option<Transfers>, DecodeError> {
+    fn transfers(&mut self, shards: u32, version: u64) -> Result<Option<Transfers>, DecodeError> {
         match self.u64()? {
             0 => return Ok(None),
             1 => {}
@@ -280,7 +306,19 @@ impl<'a> Reader<'a> {
             }
             tids.push(tid);
         }
-        Ok(Some((allocation, peers, tids)))
+        let mut sent_to: Vec<(Box<[u8]>, u32)> = Vec::new();
+        if version >= 6 {
+            let n = self.bounded(npeers, "too many incarnations")?;
+            for _ in 0..n {
+                let peer: Box<[u8]> = self.bytes()?.into();
+                let to = self.bounded(u64::from(u32::MAX), "incarnation out of range")? as u32;
+                if sent_to.last().is_some_and(|(last, _)| *last >= peer) {
+                    return Err(DecodeError("incarnations out of order"));
+                }
+                sent_to.push((peer, to));
+            }
+        }
+        Ok(Some((allocation, peers, tids, sent_to)))
     }
 
     /// The configuration, checked by `SaleConfig::check` like INIT's.
@@ -309,7 +347,8 @@ impl<'a> Reader<'a> {
             _ => None,
         };
         let fence = if version >= 5 { self.fence()? } else { None };
-        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence };
+        let id_key = if version >= 6 { self.id_key()? } else { None };
+        let config = SaleConfig { total, shards, limit, hold_ms, start_ms, end_ms, stream, tag, split, draw, beacon, fence, id_key };
         config.check().map_err(|_| DecodeError("the sale's configuration is out of range"))?;
         Ok(config)
     }
@@ -343,6 +382,19 @@ impl<'a> Reader<'a> {
                 Ok(Some(seed))
             }
             _ => Err(DecodeError("bad draw flag")),
+        }
+    }
+
+    /// The id-key flag (version 6): `0`, or `1` and the key's 16 bytes.
+    fn id_key(&mut self) -> Result<Option<[u8; 16]>, DecodeError> {
+        match self.u64()? {
+            0 => Ok(None),
+            1 => {
+                let bytes = self.bytes.get(self.pos..self.pos + 16).ok_or(DecodeError("payload ends early"))?;
+                self.pos += 16;
+                Ok(Some(bytes.try_into().expect("16 bytes")))
+            }
+            _ => Err(DecodeError("bad id key flag")),
         }
     }
 
@@ -439,18 +491,18 @@ mod tests {
         let rec = s.decide_reserve(b"u", 2, None, 1).unwrap();
         s.add_record(rec.as_new()).unwrap();
         let v6 = encode(&s);
-        assert_eq!(v6[0], 6);
-        // A plain sale's version 6 differs from its version 5 in the version only.
+        // A fresh plain sale's encoding ends with the split flag, the draw
+        // flag, the fence flag, the id-key flag, the remainders (one byte
+        // each here), the transfers flag and the record count.
+        let fresh = encode(&Sale::new(plain(10, 3)));
+        let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 9, fresh.len() - 8, fresh.len() - 7, fresh.len() - 2);
+        let id_flag = fresh.len() - 6;
+        assert_eq!((v6[0], v6[split_flag], v6[draw_flag], v6[fence_flag], v6[id_flag], v6[transfers_flag]), (6, 0, 0, 0, 0, 0));
         let mut v5 = v6.clone();
         v5[0] = 5;
+        v5.remove(id_flag);
         assert!(decode(&v5).unwrap() == s);
-        // A fresh plain sale's encoding ends with the split flag, the draw
-        // flag, the fence flag, the remainders (one byte each here), the
-        // transfers flag and the record count.
-        let fresh = encode(&Sale::new(plain(10, 3)));
-        let (split_flag, draw_flag, fence_flag, transfers_flag) = (fresh.len() - 8, fresh.len() - 7, fresh.len() - 6, fresh.len() - 2);
-        assert_eq!((v5[0], v5[split_flag], v5[draw_flag], v5[fence_flag], v5[transfers_flag]), (5, 0, 0, 0, 0));
-        assert_eq!(v6.len(), v5.len());
+        let transfers_flag = transfers_flag - 1;
         let mut v4 = v5.clone();
         v4[0] = 4;
         v4.remove(fence_flag);
@@ -480,7 +532,7 @@ mod tests {
         let mut v2: Vec<u8> = v4.clone();
         v2[0] = 2;
         v2.drain(owner_at..owner_at + 2);
-        v2.drain(owner_at..owner_at + 3); // the split, draw and fence flags after it
+        v2.drain(owner_at..owner_at + 4); // the split, draw, fence and id-key flags after it
         assert!(decode_as(&v2, Some(b"k")).unwrap() == with);
         let unnamed = decode(&v2).unwrap();
         assert!(unnamed.config().stream.as_ref().unwrap().owner.is_empty());
@@ -501,9 +553,17 @@ mod tests {
         let v6 = encode(&s);
         let at = v6.windows(32).position(|w| w == secret).unwrap() + 32;
         assert_eq!(v6[at], 0, "no beacon name");
-        let mut v5 = v6.clone();
-        v5[0] = 5;
-        v5.remove(at);
+        // Version 5 has neither the beacon's length nor the id-key flag
+        // (right after the fence flag, which follows the draw section).
+        let to_v5 = |v6: &[u8]| {
+            let mut v5 = v6.to_vec();
+            v5[0] = 5;
+            v5.remove(at);
+            assert_eq!((v5[at], v5[at + 1]), (0, 0), "fence and id-key flags");
+            v5.remove(at + 1);
+            v5
+        };
+        let v5 = to_v5(&v6);
         let back = decode(&v5).unwrap();
         assert!(back == s);
         assert_eq!(back.draw_report(), s.draw_report());
@@ -511,9 +571,7 @@ mod tests {
         s.draw_step(10, 100, None).unwrap();
         let v6 = encode(&s);
         assert!(decode(&v6).unwrap() == s);
-        let mut v5 = v6.clone();
-        v5[0] = 5;
-        v5.remove(at);
+        let mut v5 = to_v5(&v6);
         v5.pop();
         assert_eq!(decode(&v5).map(|_| ()), Err(DecodeError(OLD_DRAW)));
         // A beacon: name and value kept.
@@ -526,6 +584,43 @@ mod tests {
         assert!(back == b);
         let r = back.draw_report().unwrap();
         assert_eq!((r.beacon, r.begun.unwrap().beacon), (Some(name), Some(b"value 9".to_vec().into())));
+    }
+
+    /// A sale's id key is kept, and so are its generated ids; a payload
+    /// from before id keys (version 5) loads keyless, its `<tag>-<seq>`
+    /// ids still found; a bad flag or a short key is refused.
+    #[test]
+    fn the_id_key_is_kept() {
+        let key = [0xc3; 16];
+        let mut s = Sale::new(SaleConfig { id_key: Some(key), ..plain(10, 1) });
+        let rec = s.decide_reserve(b"u", 1, None, 1).unwrap();
+        s.add_record(rec.as_new()).unwrap();
+        assert_eq!(rec.id.len(), 8 + 1 + 1 + 1 + 16, "<tag>-0-<mac>");
+        let bytes = encode(&s);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.config().id_key, Some(key));
+        assert!(back == s);
+        assert!(back.get(&rec.id).is_some());
+        assert!(back.get(&rec.id[..10]).is_none(), "the keyless form is no id of a keyed sale");
+        let at = bytes.windows(16).position(|w| w == key).unwrap();
+        assert_eq!(bytes[at - 1], 1, "the id key flag");
+        let mut flag = bytes.clone();
+        flag[at - 1] = 2;
+        assert_eq!(decode(&flag).map(|_| ()), Err(DecodeError("bad id key flag")));
+        // Version 5: no flag; a keyless sale, whose ids are `<tag>-<seq>`.
+        let mut old = Sale::new(plain(10, 1));
+        let rec = old.decide_reserve(b"u", 1, None, 1).unwrap();
+        old.add_record(rec.as_new()).unwrap();
+        assert_eq!(&*rec.id, b"00000009-0");
+        let mut v5 = encode(&old);
+        let fresh = encode(&Sale::new(plain(10, 1)));
+        let id_flag = fresh.len() - 4; // before the remainder, transfers flag, count... of a fresh sale
+        assert_eq!(fresh[id_flag], 0);
+        v5[0] = 5;
+        v5.remove(id_flag);
+        let back = decode(&v5).unwrap();
+        assert_eq!(back.config().id_key, None);
+        assert!(back == old && back.get(b"00000009-0").is_some());
     }
 
     /// A FENCE sale keeps its recorded id; a bad id or flag is refused.
@@ -549,7 +644,7 @@ mod tests {
         // An older version has no fence.
         let mut v4 = bytes.clone();
         v4[0] = 4;
-        v4.drain(at - 1..at + ReplId::LEN);
+        v4.drain(at - 1..at + ReplId::LEN + 1); // and the id-key flag after it
         assert_eq!(decode(&v4).unwrap().config().fence, None);
     }
 }

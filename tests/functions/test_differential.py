@@ -34,7 +34,9 @@ from seckill_backend import LIBRARY  # noqa: E402
 from seckill_helpers import FUNCTIONS  # noqa: E402
 
 MOD, LIB = b'm:{k}', b'l:{k}'
-GENERATED = re.compile(rb'^[0-9a-f]{8}-\d+(-\d+)?$')
+# `<tag>-<seq>-<mac>` (the two backends' macs differ: ids are opaque), and
+# `-<k>` after it when a client had taken that id.
+GENERATED = re.compile(rb'^([0-9a-f]{8})-(\d+)-[0-9a-f]{16}(-\d+)?$')
 
 
 class Pair:
@@ -61,10 +63,26 @@ class Pair:
                 and GENERATED.match(reply[1]):
             self.tags.setdefault(side, reply[1][:8])
 
+    def incarnation(self, side):
+        """This side's sale's incarnation (INFO incarnation), or None."""
+        r = self.call(side, 'INFO')
+        if isinstance(r, list) and b'incarnation' in r:
+            return r[r.index(b'incarnation') + 1]
+        return None
+
     def norm(self, x, side):
+        # A key's incarnation is its tag: random per side.
+        if isinstance(x, list) and b'incarnation' in x:
+            x = list(x)
+            x[x.index(b'incarnation') + 1] = b'<incarnation>'
+        if isinstance(x, bytes) and x.startswith(b'{'):
+            x = re.sub(rb'"incarnation":"[0-9a-f]{8}"', b'"incarnation":"<incarnation>"', x)
         if isinstance(x, bytes):
             tag = self.tags.get(side)
-            return b'<tag>' + x[8:] if tag and x.startswith(tag) and GENERATED.match(x) else x
+            if not tag or not x.startswith(tag + b'-'):
+                return x
+            g = GENERATED.match(x)
+            return b'<tag>-%s-<mac>%s' % (g.group(2), g.group(3) or b'') if g else b'<tag>' + x[8:]
         if isinstance(x, (list, tuple)):
             return type(x)(self.norm(y, side) for y in x)
         return x
@@ -148,8 +166,12 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6, fence=False):
             side_args = {}
             for side in ('m', 'l'):
                 r = reqid
-                if r and r.startswith(b'gen-'):   # a REQID written like this side's generated ids
-                    r = p.tags.get(side, b'00000000') + r[3:]
+                if r and r.startswith(b'gen-'):
+                    k = int(r[4:])
+                    if k % 2 and p.ids[side]:   # one of this side's generated ids (the same on both sides)
+                        r = p.ids[side][k % len(p.ids[side])]
+                    else:   # written like a keyless generated id: a plain REQID
+                        r = p.tags.get(side, b'00000000') + r[3:]
                 side_args[side] = args + ([b'REQID', r] if r else [])
             a, b = p.both('RESERVE', side_args['m'], side_args['l'])
             if isinstance(a, list) and a[0] == b'RESERVED' and isinstance(b, list) and b[0] == b'RESERVED':
@@ -176,10 +198,23 @@ def _run(env, c, seed, ops, hold, buyers=12, shards=6, fence=False):
                 return out + tail
             p.both('RECONCILE', build('m'), build('l'))
         elif x < 0.92:
+            # TO: the peer's incarnation (two values, so a change is refused), a bad one, or none.
+            to = rng.choice([[], [], ['TO', '0000abcd'], ['TO', '0000abce'], ['TO', 'ABCD0000']])
             p.both('SEND', ['peer:{k}', rng.randint(1, 8), 'MIN', rng.randint(1, 3), 'TID', 't%d' % rng.randint(0, 8),
-                            'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+                            'ROUND', rng.choice(['r1', 'r1', 'r0'])] + to)
         elif x < 0.97:
-            p.both('RECV', ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])])
+            args = ['peer:{k}', rng.randint(0, 20), 'ROUND', rng.choice(['r1', 'r1', 'r0'])]
+            y = rng.random()
+            if y < 0.4:     # TO this side's own incarnation: credited as without TO
+                own = {side: p.incarnation(side) for side in ('m', 'l')}
+                if own['m'] and own['l']:
+                    p.both('RECV', args + ['TO', own['m']], args + ['TO', own['l']])
+                    continue
+            elif y < 0.6:   # another incarnation: STALEPEER, nothing credited
+                args += ['TO', '00000000']
+            elif y < 0.65:
+                args = ['peer:{k}', 1, 'TO', '1', 'ROUND', 'r1']
+            p.both('RECV', args)
         else:
             p.both('INFO', [])
             p.both('INFO', ['FORMAT', 'JSON'])

@@ -20,8 +20,9 @@ ORDER_FIELDS = ['orders_ok', 'orders_pending', 'orders_released', 'orders_unknow
                 'orders_unknown_ids', 'orders_conflict_ids']
 GET_FIELDS = ['user', 'qty', 'state', 'created_ms', 'deadline_ms']
 
-# A generated reservation id: "<8 hex>-<n>".
-GENERATED_ID = re.compile(r'^[0-9a-f]{8}-[0-9]+$')
+# A generated reservation id as both backends write it today:
+# "<8 hex tag>-<seq>-<16 hex mac>" (docs/commands.md: clients treat it as opaque).
+GENERATED_ID = re.compile(r'^[0-9a-f]{8}-[0-9]+-[0-9a-f]{16}$')
 
 # Past 64 bits: u64::MAX + 1.
 PAST_64 = '18446744073709551616'

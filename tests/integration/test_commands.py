@@ -131,16 +131,17 @@ def test_reserve_statuses():
     ids = {rid, 'order-42', rid3}
     env.assertEqual(len(ids), 3)
 
-    # A generated id skips ids that clients took as REQIDs.
+    # A REQID written like a generated id is a client's id like any other.
     env.assertOk(c.execute_command('SECKILL.INIT', 'g', 10, 'LIMIT', 10))
     st, g0, _ = reserve(c, 'g', 'u')
-    tag = g0.rsplit('-', 1)[0]
-    env.assertEqual(g0, tag + '-0')
+    tag = g0.split('-')[0]
+    env.assertTrue(g0.startswith(tag + '-0-'), message=g0)
     env.assertEqual(reserve(c, 'g', 'u', 'REQID', tag + '-1')[0:2], ['RESERVED', tag + '-1'])
     st, g2, _ = reserve(c, 'g', 'u')
     env.assertEqual(st, 'RESERVED')
     env.assertNotEqual(g2, tag + '-1')
     env.assertTrue(GENERATED_ID.match(g2), message=g2)
+    env.assertEqual(reserve(c, 'g', 'u', 'REQID', g0)[0:2], ['DUPLICATE', g0])
     env.assertEqual(info(c, 'g')['reservations'], 3)
 
     # Lower-case option names work.
@@ -299,6 +300,59 @@ def test_confirm_statuses():
     env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', rid2), ['RELEASED', 2])
     r = check_invariant(env, c, 's')
     env.assertEqual((r['remaining'], r['pending'], r['confirmed'], r['released']), (2, 0, 3, 1))
+    assert_replica_agrees(env, c)
+
+
+def test_generated_ids_do_not_predict_each_other():
+    """Issue 23, finding 7: a generated id is `<tag>-<seq>-<mac>`, the mac
+    keyed by a secret the sale drew at INIT, so from one's own id neither a
+    neighbour's id nor the seq-only form can be guessed: GET answers nil,
+    RELEASE and CONFIRM NOT_FOUND, and nothing changes. REQIDs stay as
+    given, whatever they look like. The ids survive a reload and reach the
+    replica as they are."""
+    env, c = _env()
+    env.assertOk(c.execute_command('SECKILL.INIT', 'ids', 10, 'LIMIT', 10))
+    mine = [reserve(c, 'ids', 'u%d' % i)[1] for i in range(4)]
+    for rid in mine:
+        env.assertTrue(GENERATED_ID.match(rid), message=rid)
+        env.assertLessEqual(len(rid), 45)
+    tag = mine[0].split('-')[0]
+    env.assertEqual([r.split('-')[1] for r in mine], ['0', '1', '2', '3'])
+    env.assertEqual(len({r.split('-')[2] for r in mine}), 4, message='every mac differs')
+    # The guesses a buyer holding mine[1] could make about the others.
+    mac = mine[1].split('-')[2]
+    flipped = mine[0][:-1] + ('0' if mine[0][-1] != '0' else '1')
+    guesses = ['%s-%d' % (tag, n) for n in range(6)] + ['%s-%d-%s' % (tag, n, mac) for n in (0, 2, 3, 4)] \
+        + [flipped, mine[0].upper(), mine[0] + '-1', mine[0][:-1], '%s-00-%s' % (tag, mine[0].split('-')[2])]
+    d = digest_value(c, 'ids')
+    for g in guesses:
+        env.assertIsNone(c.execute_command('SECKILL.GET', 'ids', g), message=g)
+        env.assertEqual(c.execute_command('SECKILL.RELEASE', 'ids', g), ['NOT_FOUND', 6], message=g)
+        env.assertEqual(c.execute_command('SECKILL.CONFIRM', 'ids', g), ['NOT_FOUND', 6], message=g)
+    env.assertEqual(digest_value(c, 'ids'), d)
+    env.assertEqual(check_invariant(env, c, 'ids')['pending'], 4)
+    # Each buyer's own id still works.
+    for i, rid in enumerate(mine):
+        env.assertEqual(get(c, 'ids', rid)['user'], 'u%d' % i)
+    # REQIDs are untouched, the seq-only form included (a plain client id now).
+    for reqid in ('order-7', '%s-4' % tag, '%s-9-%s' % (tag, mac)):
+        env.assertEqual(reserve(c, 'ids', 'v', 'REQID', reqid)[:2], ['RESERVED', reqid])
+        env.assertEqual(get(c, 'ids', reqid)['user'], 'v')
+    # A REQID equal to an issued id is that reservation's DUPLICATE.
+    env.assertEqual(reserve(c, 'ids', 'v', 'REQID', mine[2])[:2], ['DUPLICATE', mine[2]])
+    nxt = reserve(c, 'ids', 'w')[1]
+    env.assertTrue(GENERATED_ID.match(nxt) and nxt.split('-')[1] == '7', message=nxt)
+    # The key is kept: after a reload the same ids answer, guesses still do not.
+    c.execute_command('DEBUG', 'RELOAD')
+    env.assertEqual(get(c, 'ids', mine[3])['user'], 'u3')
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 'ids', '%s-3' % tag), ['NOT_FOUND', 2])
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 'ids', mine[3]), ['RELEASED', 3])
+    after = reserve(c, 'ids', 'x')[1]
+    env.assertTrue(GENERATED_ID.match(after) and after.split('-')[1] == '8', message=after)
+    # REPLACE draws a new tag and key: an old id is no id of the new round.
+    env.assertOk(c.execute_command('SECKILL.INIT', 'ids', 10, 'LIMIT', 10, 'REPLACE'))
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 'ids', mine[0]), ['NOT_FOUND', 10])
+    env.assertNotEqual(reserve(c, 'ids', 'u0')[1].split('-')[2], mine[0].split('-')[2])
     assert_replica_agrees(env, c)
 
 

@@ -18,7 +18,7 @@ from seckill_helpers import MODULE
 A = 'sale:{t.a}'
 B = 'sale:{t.b}'
 S = 'sale:{t.a}:events'
-TRANSFER_FIELDS = REPORT_FIELDS + ['round', 'sent', 'received', 'peers']
+TRANSFER_FIELDS = REPORT_FIELDS + ['round', 'incarnation', 'sent', 'received', 'peers', 'sent_to']
 ROUND = 'r1'
 # Every key of these tests is a part of one split sale whose parts are these.
 KEYS = [A, B, 'sale:{w.pool}', 'sale:{w.p0}', 'sale:{w.p1}']
@@ -32,12 +32,28 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 U64_MAX = '18446744073709551615'
 
 
-def send(conn, key, peer, qty, tid, *opts, round=ROUND):
-    return conn.execute_command('SECKILL.SEND', key, peer, qty, *opts, 'TID', tid, 'ROUND', round)
+def incarnation(conn, key):
+    """The key's incarnation (INFO incarnation), as a client names it in
+    TO; '00000000' for a key that does not exist or is not split."""
+    r = info(conn, key)
+    return (r or {}).get('incarnation', '00000000')
 
 
-def recv(conn, key, peer, sent_total, round=ROUND):
-    return conn.execute_command('SECKILL.RECV', key, peer, sent_total, 'ROUND', round)
+def send(conn, key, peer, qty, tid, *opts, round=ROUND, to=None):
+    """SEND to the peer's current incarnation (or `to`)."""
+    to = incarnation(conn, peer) if to is None else to
+    return conn.execute_command('SECKILL.SEND', key, peer, qty, *opts, 'TID', tid, 'ROUND', round, 'TO', to)
+
+
+def recv(conn, key, peer, sent_total, round=ROUND, to=None):
+    """RECV of a total the peer counted for this key's current incarnation
+    (or for `to`)."""
+    to = incarnation(conn, key) if to is None else to
+    return conn.execute_command('SECKILL.RECV', key, peer, sent_total, 'ROUND', round, 'TO', to)
+
+
+def as_list(x):
+    return x if isinstance(x, list) else [x]
 
 
 def check(env, conn, key, depth=0):
@@ -553,6 +569,57 @@ def test_replace_starts_a_round_that_old_totals_cannot_reach():
     env.assertEqual(info(c, A)['round'], 'r2')
     env.expect('SECKILL.RECV', B, A, 100, 'ROUND', ROUND).error().contains('another round')
 
+
+
+def test_a_part_recreated_under_the_old_round_is_credited_nothing_again():
+    """Issue 23, finding 8: B received 40 units from A; B is deleted and
+    INITed again in the same round (an accident: a creator finishing an
+    interrupted create, a recover). A's counter still says 40 sent to B;
+    B's new incarnation says 0 received. The repair the protocol makes
+    (RECV of A's total, TO the incarnation A counted it for) credits
+    nothing, and neither does a retried RECV of the transfer: both are
+    refused, changing nothing, and A sends no more to the new B. A REPLACE
+    round moves stock again. The incarnations survive a reload and reach
+    the replica."""
+    env = Env(useSlaves=True, decodeResponses=True)
+    c = env.getConnection()
+    init(c, A, 100)
+    init(c, B, 10)
+    old_b = incarnation(c, B)
+    env.assertEqual(send(c, A, B, 40, 'a-b-1'), [40, 40, 60])
+    env.assertEqual(recv(c, B, A, 40), [40, 40, 50])
+    env.assertEqual(info(c, A)['sent_to'], [[B, old_b]])
+    c.execute_command('DEL', B)
+    init(c, B, 10)
+    new_b = incarnation(c, B)
+    env.assertNotEqual(new_b, old_b)
+    # What a repair reads: A's total and the incarnation it was counted for.
+    a = info(c, A)
+    sent_b = [p[1] for p in a['peers'] if p[0] == B][0]
+    to = dict((p, i) for p, i in a['sent_to'])[B]
+    env.assertEqual((sent_b, to), (40, old_b))
+    d = digest(c)
+    env.expect('SECKILL.RECV', B, A, sent_b, 'ROUND', ROUND, 'TO', to).error().contains('STALEPEER')
+    env.expect('SECKILL.RECV', B, A, 40, 'TO', old_b, 'ROUND', ROUND).error().contains('another incarnation')
+    # A SEND to the new B is refused too: A's counter is the old B's.
+    env.expect('SECKILL.SEND', A, B, 5, 'TID', 'a-b-2', 'ROUND', ROUND, 'TO', new_b).error().contains('STALEPEER')
+    env.assertEqual(digest(c), d)
+    b = check(env, c, B)
+    env.assertEqual((b['remaining'], b['received']), (10, 0))
+    env.assertEqual(check(env, c, A)['remaining'], 60)
+    # The incarnations are kept: after a reload the same answers.
+    c.execute_command('DEBUG', 'RELOAD')
+    env.assertEqual(info(c, A)['sent_to'], [[B, old_b]])
+    env.expect('SECKILL.RECV', B, A, 40, 'ROUND', ROUND, 'TO', old_b).error().contains('STALEPEER')
+    env.assertEqual(info(c, B)['remaining'], 10)
+    assert_replica_agrees(env, c)
+    replica = caught_up_replica(env, c)
+    env.assertEqual(as_list(replica.execute_command('SECKILL.INFO', A)), as_list(c.execute_command('SECKILL.INFO', A)))
+    # A new round moves stock between the two again.
+    init(c, A, 100, 'REPLACE', round='r2')
+    init(c, B, 10, 'REPLACE', round='r2')
+    env.assertEqual(send(c, A, B, 5, 'r2-t1', round='r2'), [5, 5, 95])
+    env.assertEqual(recv(c, B, A, 5, round='r2'), [5, 5, 15])
 
 def test_peers_are_bounded():
     """At most 1024 declared peers: every report and check stays bounded."""

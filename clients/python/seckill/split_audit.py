@@ -34,6 +34,8 @@ class KeyState:
     received: Dict[str, int] = field(default_factory=dict)
     report: Dict[str, Any] = field(default_factory=dict)
     round: Optional[str] = None       # None: a plain sale (not INITed with SPLIT)
+    incarnation: Optional[str] = None  # INFO incarnation: what SEND and RECV name in TO
+    sent_to: Dict[str, str] = field(default_factory=dict)   # peer -> the incarnation `sent` was counted for
 
     @property
     def peers(self) -> List[str]:
@@ -55,7 +57,8 @@ def key_state(key: str, report: Optional[Mapping[str, Any]]) -> Optional[KeyStat
                     pending=int(report['pending']), confirmed=int(report['confirmed']),
                     released=int(report.get('released', 0)), invariant=str(report['invariant']),
                     sent=sent, received=received, report=dict(report),
-                    round=report.get('round'))
+                    round=report.get('round'), incarnation=report.get('incarnation'),
+                    sent_to={str(p): str(i) for p, i in report.get('sent_to', []) or []})
 
 
 @dataclass
@@ -82,6 +85,7 @@ class Audit:
     problems: List[str] = field(default_factory=list)
     remainders: Dict[str, int] = field(default_factory=dict)
     stale: Dict[str, Optional[str]] = field(default_factory=dict)   # key -> its round, not the layout's
+    flights_to: Dict[Tuple[str, str], str] = field(default_factory=dict)   # the incarnation each flight was sent to
     round: str = ''                   # the layout's round: every step planned from it carries it
 
     @property
@@ -140,7 +144,17 @@ def audit(layout: Layout, states: Mapping[str, Optional[KeyState]]) -> Audit:
                 continue
             sent = s_state.sent.get(dst, 0)
             got = states[dst].received.get(src, 0)
+            to, now = s_state.sent_to.get(dst), states[dst].incarnation
+            if to is not None and now is not None and to != now:
+                # dst was deleted and re-created: what src sent went to the
+                # key before it, and no RECV may credit it again.
+                a.problems.append('%s was re-created (incarnation %s): %s counted %d units sent to its earlier '
+                                  'incarnation %s; create(..., replace=True) starts a new round'
+                                  % (dst, now, src, sent, to))
+                continue
             if sent > got:
+                if to is not None:
+                    a.flights_to[(src, dst)] = to
                 a.flights[(src, dst)] = (sent, got)
                 a.in_flight += sent - got
             elif got > sent:
@@ -257,6 +271,7 @@ class RepairStep:
     dst: str
     amount: int          # recv: the sent_total to pass; debit: the units to take
     tid: Optional[str] = None
+    to: Optional[str] = None   # recv: the incarnation of dst that src counted amount for (TO)
 
 
 def repair_plan(a: Audit, confirmed_negative: Optional[Mapping[Tuple[str, str], Tuple[int, int]]] = None
@@ -264,7 +279,8 @@ def repair_plan(a: Audit, confirmed_negative: Optional[Mapping[Tuple[str, str], 
     """The steps that complete interrupted transfers (every pair in flight)
     and re-debit confirmed lost debits. `confirmed_negative` maps (src, dst)
     to (src's sent, dst's received) as read destination first, then source."""
-    steps = [RepairStep(RECV, src, dst, sent) for (src, dst), (sent, _got) in sorted(a.flights.items())]
+    steps = [RepairStep(RECV, src, dst, sent, to=a.flights_to.get((src, dst)))
+             for (src, dst), (sent, _got) in sorted(a.flights.items())]
     for (src, dst), (sent, got) in sorted((confirmed_negative or {}).items()):
         if got > sent:
             steps.append(RepairStep(DEBIT, src, dst, got - sent, debit_id(dst, got)))

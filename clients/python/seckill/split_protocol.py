@@ -226,15 +226,36 @@ def check_round(round_: str) -> str:
     return round_
 
 
-def send_args(src: str, dst: str, qty: int, min_: int, tid: str, round_: str) -> List[Any]:
-    """SECKILL.SEND src dst qty MIN m TID tid ROUND round."""
-    return ['SECKILL.SEND', src, dst, int(qty), 'MIN', int(min_), 'TID', tid,
-            'ROUND', check_round(round_)]
+def check_incarnation(to: str) -> str:
+    if not isinstance(to, str) or len(to) != 8 or any(c not in '0123456789abcdef' for c in to):
+        raise ValueError('an incarnation is 8 lowercase hex digits (INFO incarnation), got %r' % (to,))
+    return to
 
 
-def recv_args(dst: str, src: str, sent_total: int, round_: str) -> List[Any]:
-    """SECKILL.RECV dst src sent_total ROUND round."""
-    return ['SECKILL.RECV', dst, src, int(sent_total), 'ROUND', check_round(round_)]
+def send_args(src: str, dst: str, qty: int, min_: int, tid: str, round_: str,
+              to: Optional[str] = None) -> List[Any]:
+    """SECKILL.SEND src dst qty MIN m TID tid ROUND round [TO incarnation]:
+    `to` is dst's incarnation (INFO incarnation), so the units are counted
+    for that very key and a re-created dst is never credited them."""
+    args = ['SECKILL.SEND', src, dst, int(qty), 'MIN', int(min_), 'TID', tid, 'ROUND', check_round(round_)]
+    return args + (['TO', check_incarnation(to)] if to is not None else [])
+
+
+def recv_args(dst: str, src: str, sent_total: int, round_: str, to: Optional[str] = None) -> List[Any]:
+    """SECKILL.RECV dst src sent_total ROUND round [TO incarnation]: `to`
+    is the incarnation of dst that src counted sent_total for (the SEND's
+    TO, or src's INFO sent_to); dst refuses a total counted for another."""
+    args = ['SECKILL.RECV', dst, src, int(sent_total), 'ROUND', check_round(round_)]
+    return args + (['TO', check_incarnation(to)] if to is not None else [])
+
+
+STALE_PEER = 'STALEPEER'          # the first word of the module's refusal of another incarnation
+
+
+def is_stale_peer(error: Any) -> bool:
+    """True for a refusal of a transfer counted for another incarnation of
+    a key (it was deleted and re-created under the same round)."""
+    return str(error).startswith(STALE_PEER)
 
 
 def is_stale_round(error: Any) -> bool:

@@ -47,6 +47,29 @@ def test_audit_ok_with_flight():
     assert steps == [sa.RepairStep(sa.RECV, 'P', 'B', 5)]
 
 
+
+def test_a_recreated_destination_is_no_flight():
+    """Issue 23, finding 8: P counted 5 units for B's incarnation 0000000b;
+    B was deleted and re-created (incarnation 0000000c, received 0). That is
+    no flight to repair (a RECV would credit the units a second time) but a
+    problem; a flight to the incarnation that is still there is repaired
+    with TO naming it."""
+    states = healthy()
+    states['P'].sent_to = {'A': '0000000a', 'B': '0000000b'}
+    states['A'].incarnation, states['B'].incarnation = '0000000a', '0000000b'
+    a = sa.audit(LAY, states)
+    assert a.invariant == 'ok', a.problems
+    assert sa.repair_plan(a) == [sa.RepairStep(sa.RECV, 'P', 'B', 5, to='0000000b')]
+    states['B'].incarnation = '0000000c'
+    a = sa.audit(LAY, states)
+    assert a.flights == {} and a.in_flight == 0 and sa.repair_plan(a) == []
+    assert a.invariant == 'broken' and any('re-created' in x for x in a.problems), a.problems
+    # The report's fields as INFO gives them.
+    ks = sa.key_state('P', {'total': 1, 'remaining': 1, 'pending': 0, 'confirmed': 0, 'invariant': 'ok',
+                            'round': 'r1', 'incarnation': '00000001', 'peers': [['A', 3, 0]],
+                            'sent_to': [['A', '0000000a']]})
+    assert (ks.incarnation, ks.sent_to) == ('00000001', {'A': '0000000a'})
+
 def test_audit_lost_debit():
     s = healthy()
     s['P'] = st('P', 40, 35, sent={'B': 5})          # P restored from before its SEND to A

@@ -622,3 +622,34 @@ def test_interrupted_replace_gives_up_cleanly(r):
     assert info['invariant'] == 'broken' and any(p2 in x and 'round' in x for x in info['problems'])
     assert sale.create(6, parts=3, replace=True) is True
     assert sale.reserve(user)[0] == 'RESERVED' and sale.info()['invariant'] == 'ok'
+
+
+@both
+@needs_send
+def test_a_part_recreated_in_the_same_round_is_credited_nothing_again(r):
+    """Issue 23, finding 8 through the client: the pool sent 5 units to
+    part 0 (received); part 0 is deleted and INITed again in the same
+    round. The pool's counter still shows 5 sent, the new part 0 nothing
+    received: repair() re-drives nothing (the units went to the part before
+    it), part 0 keeps its INIT stock, info() says why the sale is broken,
+    and a replace makes it whole."""
+    sale = SplitSale(r, 'recreated')
+    sale.create(60, parts=3)
+    lay = sale.layout()
+    p0 = lay.parts[0]
+    parts = {e['key']: e['report'] for e in sale.info()['parts']}
+    inc = parts[p0]['incarnation']
+    assert cmd(r, *sp.send_args(lay.pool, p0, 5, 1, 't.rc', lay.round, inc))[0] == 5
+    assert cmd(r, *sp.recv_args(p0, lay.pool, 5, lay.round, inc))[0] == 5
+    initial = lay.initial[1]
+    cmd(r, 'DEL', p0)
+    cmd(r, 'SECKILL.INIT', p0, initial, 'LIMIT', lay.limit, *lay.split_args(p0))
+    assert sale.repair() == 0
+    info = sale.info()
+    report = {e['key']: e['report'] for e in info['parts']}[p0]
+    assert (report['remaining'], report['received']) == (initial, 0)
+    assert info['invariant'] == 'broken' and any('re-created' in x and p0 in x for x in info['problems']), info
+    with pytest.raises(redis.ResponseError, match='^STALEPEER'):
+        cmd(r, *sp.recv_args(p0, lay.pool, 5, lay.round, inc))
+    assert sale.create(60, parts=3, replace=True) is True
+    assert sale.info()['invariant'] == 'ok'

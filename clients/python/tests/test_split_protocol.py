@@ -168,6 +168,15 @@ def test_rounds_and_transfer_args():
     assert sp.send_args('P', 'A', 5, 1, 't.1', 'r1') == [
         'SECKILL.SEND', 'P', 'A', 5, 'MIN', 1, 'TID', 't.1', 'ROUND', 'r1']
     assert sp.recv_args('A', 'P', 9, 'r1') == ['SECKILL.RECV', 'A', 'P', 9, 'ROUND', 'r1']
+    # TO: the receiving key's incarnation (docs/cluster.md, "Rounds").
+    assert sp.send_args('P', 'A', 5, 1, 't.1', 'r1', '0a0b0c0d')[-2:] == ['TO', '0a0b0c0d']
+    assert sp.recv_args('A', 'P', 9, 'r1', '0a0b0c0d') == [
+        'SECKILL.RECV', 'A', 'P', 9, 'ROUND', 'r1', 'TO', '0a0b0c0d']
+    for bad in ('', 'A0B0C0D0', '0a0b0c0', '0a0b0c0d0', 7):
+        with pytest.raises(ValueError):
+            sp.recv_args('A', 'P', 9, 'r1', bad)
+    assert sp.is_stale_peer('STALEPEER the total was sent to another incarnation of this key')
+    assert not sp.is_stale_peer('STALEROUND the key is in another round')
     for bad in ('', 'x' * 65, None):
         with pytest.raises(ValueError):
             sp.send_args('P', 'A', 5, 1, 't.1', bad)

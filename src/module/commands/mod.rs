@@ -188,7 +188,11 @@ fn init(ctx: &Context, call: &Call) -> RedisResult {
     });
     // A FENCE sale records the server's replication id, read afresh.
     let fence = a.fence.then(|| node::refresh_replid(ctx));
-    let config = SaleConfig { tag: rand::random(), draw, fence, ..a.sale };
+    // So is the key of generated ids (rules::sale::ids): without it, one
+    // id would tell the next.
+    let mut id_key = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut id_key);
+    let config = SaleConfig { tag: rand::random(), draw, fence, id_key: Some(id_key), ..a.sale };
     c.init(&key, config.clone(), before)?;
     drop(key);
     if let (Some(secret), Some(stream)) = (&config.draw, &config.stream) {

@@ -29,10 +29,16 @@ pub(super) fn transfer_refused(refusal: TransferRefusal) -> RedisError {
         }
         TransferRefusal::UnknownPeer => "ERR the peer is not one of this part's declared peers",
         TransferRefusal::Drawing => "ERR the draw part has begun drawing: its stock moves no more",
+        TransferRefusal::PeerRecreated => {
+            "STALEPEER this key sent to another incarnation of the peer (it was deleted and re-created): nothing moves; INIT ... REPLACE the sale's keys in a new round"
+        }
+        TransferRefusal::OtherIncarnation => {
+            "STALEPEER the total was sent to another incarnation of this key (it was deleted and re-created): nothing is credited"
+        }
     })
 }
 
-/// SECKILL.SEND key peer qty [MIN m] TID tid ROUND round -> [taken,
+/// SECKILL.SEND key peer qty [MIN m] TID tid ROUND round [TO inc] -> [taken,
 /// sent_total, remaining] (nil when the key does not exist). Works outside
 /// the sale's window: it moves stock between the keys of one sale, it
 /// sells nothing.
@@ -47,6 +53,9 @@ pub(super) fn send(ctx: &Context, call: &Call) -> RedisResult {
         return Reply::Null.done(ctx);
     };
     check_transfer(sale, a.peer, a.round)?;
+    if let Some(to) = a.to {
+        sale.check_send_to(a.peer, to).map_err(transfer_refused)?;
+    }
     sale.check_send_move(a.tid).map_err(transfer_refused)?;
     check_fence(sale)?;
     let now = now_ms();
@@ -60,7 +69,7 @@ pub(super) fn send(ctx: &Context, call: &Call) -> RedisResult {
         Ok(match sale.decide_send(a.qty, a.min, a.tid) {
             SendDecision::Take(takes) => {
                 let taken = takes.iter().map(|t| t.qty).sum();
-                let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes };
+                let effect = Effect::Send { peer: a.peer.into(), tid: a.tid.into(), takes, to: a.to };
                 w.commit(sale, &effect).map_err(internal)?;
                 stats::SENDS.add(1);
                 stats::UNITS_SENT.add(taken);
@@ -79,7 +88,7 @@ pub(super) fn send(ctx: &Context, call: &Call) -> RedisResult {
     three(ctx, taken, sale.transfer_counters(a.peer).sent, sale.remaining())
 }
 
-/// SECKILL.RECV key peer sent_total ROUND round -> [credited,
+/// SECKILL.RECV key peer sent_total ROUND round [TO inc] -> [credited,
 /// received_total, remaining] (nil when the key does not exist). Works
 /// outside the sale's window.
 pub(super) fn recv(ctx: &Context, call: &Call) -> RedisResult {
@@ -87,12 +96,15 @@ pub(super) fn recv(ctx: &Context, call: &Call) -> RedisResult {
     if argv.len() < 4 {
         return Err(RedisError::WrongArity);
     }
-    let args::RecvArgs { peer, sent_total, round } = args::parse_recv(argv[1], &argv[2..])?;
+    let args::RecvArgs { peer, sent_total, round, to } = args::parse_recv(argv[1], &argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
         return Reply::Null.done(ctx);
     };
     check_transfer(sale, peer, round)?;
+    if let Some(to) = to {
+        sale.check_recv_to(to).map_err(transfer_refused)?;
+    }
     sale.check_recv_move(peer, sent_total).map_err(transfer_refused)?;
     // A total the sale cannot hold is refused before anything changes
     // (expiry below moves units within the sale, never past this check).

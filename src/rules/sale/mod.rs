@@ -27,7 +27,7 @@
 //!
 //! Memory: a flash sale keeps a record per reservation, so records are
 //! compact (32 bytes). User names and client ids live once in a byte arena;
-//! generated ids (`<tag>-<seq>`) are not stored at all; the two indexes hold
+//! generated ids (`<tag>-<seq>-<mac>`) are not stored at all; the two indexes hold
 //! only sequence numbers; hold deadlines follow creation order, so expiry
 //! needs a cursor, not a queue.
 //!
@@ -125,11 +125,12 @@ impl Sale {
     pub fn new(config: SaleConfig) -> Sale {
         let buckets = Buckets::new(config.total, config.shards);
         let draw = config.draw.map(|seed| Box::new(Draw::new(seed)));
+        let id_key = config.id_key;
         Sale {
             remaining: config.total,
             config,
             buckets,
-            records: Records::new(),
+            records: Records::new(id_key),
             buyers: Buyers::new(),
             holds: Holds::default(),
             transfers: None,
@@ -140,7 +141,7 @@ impl Sale {
     /// An empty sale with room for `records` reservations (RDB load): the
     /// buyer index is sized up front, so a load never migrates it.
     pub fn with_capacity(config: SaleConfig, records: usize) -> Sale {
-        Sale { records: Records::with_capacity(records), buyers: Buyers::with_capacity(records), ..Sale::new(config) }
+        Sale { records: Records::with_capacity(records, config.id_key), buyers: Buyers::with_capacity(records), ..Sale::new(config) }
     }
 
     /// RENAME moved the sale from `from` to `to`: a stream `from` owned is
@@ -499,11 +500,37 @@ impl Sale {
     }
 
     /// See `transfers::Parts::send`.
-    pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take]) -> Result<(), EffectError> {
+    pub fn send(&mut self, peer: &[u8], tid: &[u8], takes: &[Take], to: Option<u32>) -> Result<(), EffectError> {
         if self.has_begun_drawing() {
             return Err(EffectError("a draw part that has begun drawing moves no stock"));
         }
-        self.transfer_parts().send(peer, tid, takes)
+        self.transfer_parts().send(peer, tid, takes, to)
+    }
+
+    /// This key's incarnation (docs/cluster.md, "Rounds"): its tag, drawn
+    /// anew at every INIT.
+    pub fn incarnation(&self) -> u32 {
+        self.config.tag
+    }
+
+    /// Whether a SEND to `peer`'s incarnation `to` may go ahead (see
+    /// `transfers::check_send_to`).
+    pub fn check_send_to(&self, peer: &[u8], to: u32) -> Result<(), TransferRefusal> {
+        transfers::check_send_to(self.transfers.as_deref(), peer, to)
+    }
+
+    /// Whether a RECV of a total counted for incarnation `to` may go ahead:
+    /// only a total counted for this very key.
+    pub fn check_recv_to(&self, to: u32) -> Result<(), TransferRefusal> {
+        if to != self.incarnation() {
+            return Err(TransferRefusal::OtherIncarnation);
+        }
+        Ok(())
+    }
+
+    /// See `transfers::Parts::restore_sent_to`.
+    pub fn restore_sent_to(&mut self, sent_to: Vec<(Box<[u8]>, u32)>) -> Result<(), EffectError> {
+        self.transfer_parts().restore_sent_to(sent_to)
     }
 
     pub fn transfer_counters(&self, peer: &[u8]) -> Counters {

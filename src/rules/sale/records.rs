@@ -23,7 +23,7 @@ use crate::rules::reservation::{valid_id, NewRecord, Reservation, State};
 use crate::rules::seq_index::SeqIndex;
 
 use super::chunks::{Arena, Chunked};
-use super::ids::{parse_generated, write_generated};
+use super::ids::{mac_matches, parse_generated, parse_shape, write_generated, IdKey};
 
 /// Units per reservation state, kept up to date by every change.
 /// `released` counts units in released reservations (hold expiry included);
@@ -70,7 +70,7 @@ impl Tally {
 /// No record: the end of a buyer's chain. No sequence number is `NONE`.
 pub(super) const NONE: u32 = u32::MAX;
 const _: () = assert!(NONE == super::ids::NO_SEQ);
-/// `Record::id` of a generated id, `<tag>-<seq>`.
+/// `Record::id` of a generated id (`ids.rs`).
 const GENERATED: u32 = u32::MAX;
 
 // `Record::meta`: quantity, bucket, state and deadline flag in one word, so
@@ -172,6 +172,9 @@ pub(super) struct Records {
     /// Per process, never persisted: keyed against crafted collisions.
     /// `Buyers` hashes user names with it too.
     hasher: DefaultHashBuilder,
+    /// The sale's id key (`SaleConfig::id_key`): generated ids carry a mac
+    /// under it. `None`: the keyless form of older sales.
+    id_key: Option<IdKey>,
 }
 
 impl Index<u32> for Records {
@@ -191,8 +194,9 @@ impl IndexMut<u32> for Records {
 }
 
 impl Records {
-    pub(super) fn new() -> Records {
+    pub(super) fn new(id_key: Option<IdKey>) -> Records {
         Records {
+            id_key,
             list: Chunked::new(),
             arena: Arena::default(),
             client_ids: SeqIndex::new(),
@@ -203,8 +207,8 @@ impl Records {
     }
 
     /// Room for `records` records (RDB load).
-    pub(super) fn with_capacity(records: usize) -> Records {
-        let mut r = Records::new();
+    pub(super) fn with_capacity(records: usize, id_key: Option<IdKey>) -> Records {
+        let mut r = Records::new(id_key);
         r.list.reserve_first(records);
         // A short user id takes about ten arena bytes.
         r.arena.reserve_first(records.saturating_mul(10));
@@ -266,8 +270,11 @@ impl Records {
     /// The record whose id is `id`, generated or a client's.
     #[inline]
     pub(super) fn find(&self, id: &[u8], tag: u32) -> Option<u32> {
-        if let Some(n) = parse_generated(id, tag) {
-            if self.list.get(n as usize).is_some_and(|r| r.id == GENERATED) {
+        // (The mac is checked only when record n exists: the id a RESERVE
+        // just made, looked up before it is stored, costs no mac.)
+        let key = self.id_key.as_ref();
+        if let Some((n, mac)) = parse_shape(id, tag, key) {
+            if self.list.get(n as usize).is_some_and(|r| r.id == GENERATED) && mac_matches(key, tag, n, mac) {
                 return Some(n);
             }
         }
@@ -281,15 +288,16 @@ impl Records {
         })
     }
 
-    /// `<tag>-<seq>` for the next record; in the rare case a client already
-    /// took that id as its REQID (a reservation's, or one `taken` says is
-    /// spoken for: a draw entrant's), `<tag>-<seq>-<k>` with the smallest
-    /// free k.
+    /// The generated id of the next record (`ids.rs`); in the rare case a
+    /// client already took that id as its REQID (a reservation's, or one
+    /// `taken` says is spoken for: a draw entrant's), that id and `-<k>`
+    /// with the smallest free k. With an id key nobody can know the next id
+    /// before it is made, so the loop runs only on a 2^-64 coincidence.
     #[inline]
     pub(super) fn generate_id(&self, tag: u32, taken: impl Fn(&[u8]) -> bool) -> Digits {
         let seq = self.list.len() as u32;
         let mut id = Digits::default();
-        write_generated(&mut id, tag, seq);
+        write_generated(&mut id, tag, seq, self.id_key.as_ref());
         // No record has this sequence number yet: only a client id can
         // hold the string, and most sales have none.
         let free = |id: &Digits| self.find(id.as_bytes(), tag).is_none() && !taken(id.as_bytes());
@@ -355,7 +363,7 @@ impl Records {
     #[inline]
     pub(super) fn push(&mut self, rec: NewRecord, tag: u32) -> u32 {
         let seq = self.list.len() as u32;
-        let id = if parse_generated(rec.id, tag) == Some(seq) { GENERATED } else { self.arena.intern(rec.id) };
+        let id = if parse_generated(rec.id, tag, self.id_key.as_ref()) == Some(seq) { GENERATED } else { self.arena.intern(rec.id) };
         let bucket = self.keep_takes(seq, rec.takes);
         self.list.push(Record::new(rec.qty, bucket, rec.state, rec.deadline_ms != 0, rec.created_ms, id));
         if id != GENERATED {
@@ -520,7 +528,7 @@ impl<'a> RecordView<'a> {
         match self.rec().id {
             GENERATED => {
                 let mut id = Digits::default();
-                write_generated(&mut id, self.tag, self.seq);
+                write_generated(&mut id, self.tag, self.seq, self.records.id_key.as_ref());
                 out.extend_from_slice(id.as_bytes());
             }
             off => out.extend_from_slice(self.records.name(off)),

@@ -34,6 +34,9 @@ class Auditor:
             cached = None
         keys = list(lay.parts) if cached is not None else list(lay.keys)
         states = yield from read_states(keys)
+        with s.lock:    # SEND's and RECV's TO, for free
+            s.incarnations.update(((st.round, k), st.incarnation) for k, st in states.items()
+                                  if st is not None and st.incarnation and st.round)
         if cached is not None:
             states[lay.pool] = cached
             s.count(state_reads=len(keys))
@@ -117,7 +120,7 @@ class Auditor:
             if step.action == sa.RECV:
                 yield from self.transfers.fence_wait(step.src)
                 credited, _r, _left = yield from self.transfers.recv(step.dst, step.src,
-                                                                     step.amount, a.round)
+                                                                     step.amount, a.round, to=step.to)
                 if rt is not None:
                     rt['repair'] += 2 if (yield Replicas(step.src)) else 1
                 if credited:

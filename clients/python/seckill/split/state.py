@@ -54,6 +54,10 @@ class SplitState:
         self.first_empty: Optional[float] = None      # when a home part first answered SOLD_OUT
         self.gen: Dict[str, int] = {}                 # stock brought to a part, per part
         self.verdict: Optional[Tuple[float, int]] = None   # (snapshot start, units seen)
+        # (round, key) -> the key's INFO incarnation as read in that round
+        # (SEND's and RECV's TO): a key INITed anew in another round is
+        # never named with an incarnation from before.
+        self.incarnations: Dict[Tuple[str, str], str] = {}
 
     def follow(self, lay: sp.Layout) -> None:
         """The layout in use: its keys feed the local flag."""
@@ -86,6 +90,7 @@ class SplitState:
             self.layout = None
             self.forget_pool()
             self.verdict = None
+            self.incarnations.clear()
 
     def adopt(self, lay: sp.Layout, pool_est: Optional[int]) -> None:
         """A layout this object created or recovered, its caches new."""
@@ -95,6 +100,7 @@ class SplitState:
             self.pool_est = pool_est
             self.pool_drained = None
             self.verdict = None
+            self.incarnations.clear()     # a create or replace INITs keys anew
 
 
 def read_states(keys: Iterable[str]) -> Steps:

@@ -48,17 +48,49 @@ class Transfers:
     def __init__(self, state: SplitState):
         self.s = state
 
+    def incarnation(self, key: str, round_: str) -> Steps:
+        """`key`'s incarnation (INFO incarnation) in round `round_`, cached
+        per process: read once per key and round, dropped when a transfer
+        with it is refused as STALEPEER. None when the key does not exist
+        or is in another round (the SEND or RECV then answers STALEROUND)."""
+        s = self.s
+        with s.lock:
+            got = s.incarnations.get((round_, key))
+        if got is None:
+            st = (yield from read_states([key]))[key]
+            s.count(state_reads=1)
+            got = st.incarnation if st is not None and st.round == round_ else None
+            if got is not None:
+                with s.lock:
+                    s.incarnations[(round_, key)] = got
+        return got
+
+    def forget_incarnation(self, key: str) -> None:
+        with self.s.lock:
+            for k in [k for k in self.s.incarnations if k[1] == key]:
+                del self.s.incarnations[k]
+
     def send(self, src: str, dst: str, qty: int, round_: str, min_: int = 1,
-             tid: Optional[str] = None, wait: bool = True) -> Steps:
-        """SEND ... ROUND round_ (and WAIT 1 on the same connection when the
-        source has replicas): (taken, sent_total, src remaining, replicas
-        acked or None). StaleRound when src is in another round."""
+             tid: Optional[str] = None, wait: bool = True, to: Optional[str] = None) -> Steps:
+        """SEND ... ROUND round_ TO dst's incarnation (read once, or `to`),
+        and WAIT 1 on the same connection when the source has replicas:
+        (taken, sent_total, src remaining, replicas acked or None).
+        StaleRound when src is in another round; a ResponseError starting
+        with STALEPEER when src counted its sends for another incarnation
+        of dst (dst was re-created)."""
         tid = tid or sp.transfer_id()
-        cmds: List[List[Any]] = [sp.send_args(src, dst, qty, min_, tid, round_)]
+        if to is None:
+            to = yield from self.incarnation(dst, round_)
+        cmds: List[List[Any]] = [sp.send_args(src, dst, qty, min_, tid, round_, to)]
         waiting = wait and (yield Replicas(src)) > 0
         if waiting:
             cmds.append(['WAIT', 1, self.s.wait_ms])
-        out = yield from on_node(src, cmds)
+        try:
+            out = yield from on_node(src, cmds)
+        except ResponseError as exc:
+            if sp.is_stale_peer(exc):
+                self.forget_incarnation(dst)
+            raise
         if out[0] is None:                    # the source key is gone
             return 0, 0, 0, None
         taken, sent_total, remaining = (int(x) for x in out[0])
@@ -68,10 +100,18 @@ class Transfers:
             self.s.count(waits=1, wait_short=1 if acked < 1 else 0)
         return taken, sent_total, remaining, acked
 
-    def recv(self, dst: str, src: str, sent_total: int, round_: str) -> Steps:
-        """RECV ... ROUND round_: (credited, received_total, dst remaining).
-        StaleRound when dst is in another round."""
-        out = yield from on_node(dst, [sp.recv_args(dst, src, sent_total, round_)])
+    def recv(self, dst: str, src: str, sent_total: int, round_: str, to: Optional[str] = None) -> Steps:
+        """RECV ... ROUND round_ [TO to]: (credited, received_total, dst
+        remaining). `to`: the incarnation of dst the total was counted for
+        (the SEND's TO; src's INFO sent_to in a repair). StaleRound when dst
+        is in another round; a ResponseError starting with STALEPEER when
+        the total was counted for another incarnation of dst."""
+        try:
+            out = yield from on_node(dst, [sp.recv_args(dst, src, sent_total, round_, to)])
+        except ResponseError as exc:
+            if sp.is_stale_peer(exc):
+                self.forget_incarnation(dst)
+            raise
         if out[0] is None:                    # the destination key is gone
             return 0, 0, 0
         credited, received, remaining = (int(x) for x in out[0])
@@ -90,7 +130,8 @@ class Transfers:
     def transfer(self, lay: sp.Layout, src: str, dst: str, qty: int, path: str, rt: Counter,
                  min_: int = 1) -> Steps:
         """SEND src->dst, WAIT, RECV, in `lay`'s round: the units credited to dst."""
-        taken, sent_total, src_left, _acked = yield from self.send(src, dst, qty, lay.round, min_)
+        to = yield from self.incarnation(dst, lay.round)
+        taken, sent_total, src_left, _acked = yield from self.send(src, dst, qty, lay.round, min_, to=to)
         rt[path] += 1
         if src == lay.pool:
             self.s.pool_est = src_left
@@ -99,7 +140,7 @@ class Transfers:
         self.s.fault('after_wait')
         if taken == 0:
             return 0
-        credited, _received, _left = yield from self.recv(dst, src, sent_total, lay.round)
+        credited, _received, _left = yield from self.recv(dst, src, sent_total, lay.round, to=to)
         rt[path] += 1
         self.s.fault('after_recv')
         return credited
