@@ -327,10 +327,11 @@ def _user_qty(e: Any) -> Tuple[bytes, int]:
 
 def digest_step(digest: bytes, user: UserId, qty: int) -> bytes:
     """D(i+1) = SHA-256(D(i) || u32be(len(user)) || user || u32be(qty)): the
-    digest after one more ENTERED."""
+    digest after one more ENTERED. A QTY of 2^32 or more (LIMIT allows one)
+    counts with its low 32 bits, as the module and the library take it."""
     u = user_bytes(user)
     return hashlib.sha256(bytes(digest) + len(u).to_bytes(4, 'big') + u
-                          + int(qty).to_bytes(4, 'big')).digest()
+                          + (int(qty) & 0xFFFFFFFF).to_bytes(4, 'big')).digest()
 
 
 def entrants_digest(entrants: Iterable[Any]) -> bytes:

@@ -231,6 +231,8 @@ def test_known_answers_digest_and_seed():
     # a user id a decoding client could not decode comes back through surrogateescape
     assert d.digest_step(d.ZERO_DIGEST, p.text(b'\xff\x00raw'), 1) == \
         naive_digest([(b'\xff\x00raw', 1)])
+    # a QTY of 2^32 or more (LIMIT allows one) counts with its low 32 bits
+    assert d.digest_step(d.ZERO_DIGEST, 'u', 2 ** 32 + 3) == d.digest_step(d.ZERO_DIGEST, 'u', 3)
     s = d.draw_seed(SECRET_HEX, h.hex())
     assert s.hex() == VECTORS['draw_seed'] == sha(SECRET + h).hex()
     assert d.draw_seed(SECRET, h, '') == d.draw_seed(SECRET, h, None) == s
