@@ -1173,15 +1173,15 @@ function Sale:promote()
     end
     local now = now_ms()
     local budget, promoted, last, halt = PROMOTE_SCAN, 0, after, false
-    -- Looks at one waiting entrant; returns whether the scan stops there.
+    -- Looks at one waiting entrant: whether it won, whether the scan stops there.
     local function look(pos, user, waiting)
         budget, last = budget - 1, pos
         if self:win(user, self.rem, 'waitlist', now) then
             promoted = promoted + 1
             if waiting then self:wait_remove(user) end
-            return promoted == PROMOTE_MAX or self.rem <= 0
+            return true, promoted == PROMOTE_MAX or self.rem <= 0
         end
-        return false
+        return false, false
     end
     -- Whether this call's draw added a waiting entrant after position p.
     local function added_after(p)
@@ -1201,7 +1201,8 @@ function Sale:promote()
     end
     self:prefetch_entrants(users)
     for i, user in ipairs(users) do
-        if look(positions[i], user, true) then
+        local _, stop = look(positions[i], user, true)
+        if stop then
             halt = true
             if i < #users then stored_done = false end
             break
@@ -1212,7 +1213,8 @@ function Sale:promote()
         for _, e in ipairs(self.wadd) do
             if e and e[1] > last then
                 if budget == 0 then break end
-                if look(e[1], e[2], true) then
+                local _, stop = look(e[1], e[2], true)
+                if stop then
                     halt = true
                     break
                 end
@@ -1225,11 +1227,12 @@ function Sale:promote()
             for _, user in ipairs(self:peek_users(math.min(budget, D.ne - D.np, 64))) do
                 local pos = D.np
                 self:perm_take()
-                if look(pos, user, false) then
+                local won, stop = look(pos, user, false)
+                if not won then self:wait_add(pos, user) end
+                if stop then
                     halt = true
                     break
                 end
-                self:wait_add(pos, user)
             end
         end
     end
