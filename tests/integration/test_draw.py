@@ -2,11 +2,13 @@
 waitlist, the verifiable order, persistence and the fairness of the order.
 
 The expected winners are computed here from the revealed seed, independently
-of the server: ascending SHA-256(seed || user), each entrant whose QTY fits
-what is left of the draw's stock wins."""
+of the server: the draw order of /work/draw-v2.md (draw_order: Fisher-Yates
+over arrival indices driven by SHA-256(seed || entrant digest || beacon
+value)), each entrant whose QTY fits what is left of the draw's stock wins."""
 
 import hashlib
 import json
+import struct
 import time
 
 from RLTest import Env
@@ -14,7 +16,8 @@ from RLTest import Env
 from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
                              wait_for)
 
-DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed']
+DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed',
+               'entrants_digest', 'beacon', 'beacon_value', 'draw_seed']
 
 # The chi-square critical value for 9 degrees of freedom at p = 0.001
 # (scipy.stats.chi2.ppf(0.999, 9) = 27.877; any chi-square table).
@@ -57,14 +60,47 @@ def _entrants(c, key, count=100):
             return out
 
 
-def _draw_key(seed_hex, user):
-    return hashlib.sha256(bytes.fromhex(seed_hex) + user.encode()).digest()
+def _bytes(v):
+    return v if isinstance(v, bytes) else str(v).encode()
 
 
-def _expected_winners(seed_hex, entrants, stock):
+def entrants_digest(entrants):
+    """D(n) of [(user, qty)] in arrival order: D0 = 32 zero bytes,
+    D(i+1) = SHA256(D(i) || u32be(len(user)) || user || u32be(qty))."""
+    d = bytes(32)
+    for user, qty in entrants:
+        u = _bytes(user)
+        d = hashlib.sha256(d + struct.pack('>I', len(u)) + u + struct.pack('>I', qty % 2 ** 32)).digest()
+    return d
+
+
+def _uniform(s, j, m):
+    """uniform(S, j, m): the first 6 bytes of SHA1(S || u32be(j) || u32be(c)), rejection below floor(2^48 / m) * m."""
+    limit = (2 ** 48 // m) * m
+    c = 0
+    while True:
+        x = int.from_bytes(hashlib.sha1(s + struct.pack('>II', j, c)).digest()[:6], 'big')
+        if x < limit:
+            return x % m
+        c += 1
+
+
+def draw_order(seed_hex, entrants, beacon_value=None):
+    """The contract's draw order (draw sales v2): `entrants` [(user, qty)] in
+    arrival order, the revealed seed (hex), the beacon's value (None: the
+    sale declared none); returns the entrants in draw order."""
+    s = hashlib.sha256(bytes.fromhex(seed_hex) + entrants_digest(entrants) + _bytes(beacon_value or b'')).digest()
+    a = list(range(len(entrants)))
+    for j in range(len(a)):
+        t = j + _uniform(s, j, len(a) - j)
+        a[j], a[t] = a[t], a[j]
+    return [entrants[i] for i in a]
+
+
+def _expected_winners(seed_hex, entrants, stock, beacon_value=None):
     """The contract's draw, recomputed: [(user, qty)] of the winners in draw order."""
     won, left = [], stock
-    for user, qty in sorted(entrants, key=lambda e: _draw_key(seed_hex, e[0])):
+    for user, qty in draw_order(seed_hex, entrants, beacon_value):
         if qty <= left:
             won.append((user, qty))
             left -= qty
@@ -247,8 +283,11 @@ def test_draw_in_bounded_calls_follows_the_seed():
     winners = _expected_winners(seed, [(u, 1) for u in users], 10)
     won = [u for u, _, result in _entrants(c, 'd:{o}') if result == 'drawn']
     env.assertEqual(sorted(won), sorted(u for u, _ in winners))
-    # The stream has the winners in draw order, marked as drawn; a REQID is the reservation id.
+    # The stream has INIT's commitment, then the winners in draw order,
+    # marked as drawn; a REQID is the reservation id.
     entries = _stream(c, skey)
+    env.assertEqual(entries[0], {'event': 'draw_committed', 'commitment': commitment, 'beacon': ''})
+    entries = entries[1:]
     env.assertEqual([(e['event'], e['user'], e['qty'], e['via']) for e in entries],
                     [('reserved', u, '1', 'draw') for u, _ in winners])
     for e in entries:
@@ -330,8 +369,7 @@ def _sold_draw(env, c, key, stock, n, skey=None, hold=60000):
     _after(c, end)
     _draw_all(c, key)
     seed = info(c, key)['seed']
-    order = sorted(users, key=lambda u: _draw_key(seed, u))
-    return order
+    return [u for u, _ in draw_order(seed, [(u, 1) for u in users])]
 
 
 def test_waitlist_takes_released_units_in_draw_order():
@@ -426,7 +464,7 @@ def _mid_draw_state(c, key, skey):
     _after(c, end)
     c.execute_command('SECKILL.DRAW', key, 'COUNT', 4)
     _draw_all(c, key, count=5)
-    rid = c.execute_command('XRANGE', skey, '-', '+', 'COUNT', 1)[0][1]['rid']
+    rid = c.execute_command('XRANGE', skey, '-', '+', 'COUNT', 2)[1][1]['rid']   # (the first: draw_committed)
     c.execute_command('SECKILL.RELEASE', key, rid)
 
 

@@ -20,7 +20,8 @@ from seckill_helpers import (replica_caught_up, FUNCTIONS, ORDER_FIELDS, REPORT_
                              info, reconcile, restart_from_aof, server_ms, wait_aof_rewrite, wait_for)
 
 FENCE_FIELDS = REPORT_FIELDS + ['fence']
-DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed']
+DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed',
+               'entrants_digest', 'beacon', 'beacon_value', 'draw_seed']
 FENCED_ERROR = 'FENCED the sale is fenced since a failover or restart'
 
 
