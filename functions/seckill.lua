@@ -75,6 +75,7 @@ local DRAW_CALL_MAX = 100
 local ENTRANTS_COUNT, ENTRANTS_MAX = 100, 1000   -- ENTRANTS COUNT
 local PROMOTE_MAX = 128               -- waitlist promotions a call makes at most
 local PROMOTE_SCAN = 512              -- waiting entrants a call looks at for them at most
+local PROMOTE_REACH = 128             -- of which draw positions not reached yet (a SHA-1, a LINDEX each)
 local NOT_DRAW = 'ERR the sale is not a draw sale (INIT ... DRAW)'
 local U64_MAX = '18446744073709551615'
 local I64_MAX = '9223372036854775807'
@@ -1161,7 +1162,8 @@ end
 -- entrants in draw order whose QTY fits: the zset <key>:wait (what is
 -- stored, then what this call's draw added, all at later positions), then
 -- the positions the walk has not reached. At most PROMOTE_MAX promotions and
--- PROMOTE_SCAN entrants looked at per call (the next call goes on).
+-- PROMOTE_SCAN entrants looked at per call, PROMOTE_REACH of them at
+-- positions not reached yet (the next call goes on).
 function Sale:promote()
     if self.rem <= 0 then return end
     local D = self:dstate()
@@ -1190,23 +1192,30 @@ function Sale:promote()
         end
         return false
     end
-    -- What <key>:wait holds.
-    local got = redis.call('ZRANGEBYSCORE', self.wkey, after >= 0 and '(' .. num(after) or '-inf', '+inf',
-        'WITHSCORES', 'LIMIT', 0, budget)
-    local stored_done = #got / 2 < budget
-    local users, positions = {}, {}
-    for i = 1, #got, 2 do
-        users[#users + 1] = got[i]
-        positions[#positions + 1] = tonumber(got[i + 1])
-    end
-    self:prefetch_entrants(users)
-    for i, user in ipairs(users) do
-        local _, stop = look(positions[i], user, true)
-        if stop then
-            halt = true
-            if i < #users then stored_done = false end
-            break
+    -- What <key>:wait holds, read 64 entrants at first (a promotion often
+    -- ends the scan early), then more at a time.
+    local stored_done, chunk = false, 64
+    while not halt and budget > 0 do
+        local n = math.min(budget, chunk)
+        local got = redis.call('ZRANGEBYSCORE', self.wkey, last >= 0 and '(' .. num(last) or '-inf', '+inf',
+            'WITHSCORES', 'LIMIT', 0, n)
+        local users, positions = {}, {}
+        for i = 1, #got, 2 do
+            users[#users + 1] = got[i]
+            positions[#positions + 1] = tonumber(got[i + 1])
         end
+        self:prefetch_entrants(users)
+        for i, user in ipairs(users) do
+            local _, stop = look(positions[i], user, true)
+            if stop then
+                halt = true
+                if i < #users then n = -1 end   -- (stored entrants left)
+                break
+            end
+        end
+        if #users < n then stored_done = true end
+        if #users < n or halt then break end
+        chunk = chunk * 4
     end
     -- What this call's draw added to it.
     if not halt and stored_done then
@@ -1223,8 +1232,11 @@ function Sale:promote()
     end
     -- The positions the walk has not reached.
     if not halt and stored_done and not added_after(last) then
-        while not halt and budget > 0 and D.np < D.ne do
-            for _, user in ipairs(self:peek_users(math.min(budget, D.ne - D.np, 64))) do
+        local reach = PROMOTE_REACH
+        while not halt and budget > 0 and reach > 0 and D.np < D.ne do
+            local users_ = self:peek_users(math.min(budget, reach, D.ne - D.np, 64))
+            reach = reach - #users_
+            for _, user in ipairs(users_) do
                 local pos = D.np
                 self:perm_take()
                 local won, stop = look(pos, user, false)
@@ -1259,7 +1271,7 @@ end
 
 -- 32 bytes for a new draw's seed. A function has no OS random source and
 -- its math.random is seeded the same on every server start (docs/
--- managed-redis.md, "The draw's seed"): this hashes what the server can
+-- managed-redis.md, "The draw's secret"): this hashes what the server can
 -- see that a client cannot predict, the server's run_id (160 bits from
 -- /dev/urandom at start), the address of a new Lua table (ASLR), the CPU
 -- clock where os.clock exists, TIME to the microsecond, the counters of
