@@ -935,3 +935,60 @@ def test_draw_on_a_replica():
     env.assertEqual(_entrants(_raw(replica), K), _entrants(_raw(c), K))
     env.assertEqual(info(replica, K), info(c, K))
     env.assertEqual(digest(replica), digest(c))
+
+
+def test_waitlist_scan_goes_on_where_it_stopped():
+    """A unit nobody near the head of the waitlist can take: each call
+    looks at a bounded part of the waitlist (512 waiting entrants, of them
+    at most 128 draw positions not reached yet), the next call goes on
+    from there while the stock has not grown, and the unit goes to the
+    first entrant in draw order whose QTY fits, as a Python walk of the
+    v2 order says."""
+    env, c = _env()
+    r = _raw(c)
+    K = 'g:{1}'
+    n = 1500
+    entries = [(b'u%d' % i, 1 if i % 300 == 299 else 3, None) for i in range(n)]
+    end = _draw_sale(env, r, K, 7, 'LIMIT', 3, 'STREAM', K + ':ev', users=entries, end_in=2000)
+    _wait_end(env, c, end)
+    calls = 0
+    while r.execute_command('FCALL', 'seckill_draw', 1, K)[2]:
+        calls += 1
+    seed = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))['seed'].decode()
+    order = [(u, q) for u, q in draw_order(seed, [(u, q) for u, q, _ in entries])]
+    left, won, looked = 7, [], 0
+    for u, q in order:
+        if left == 0:
+            break
+        looked += 1
+        if q <= left:
+            won.append(u)
+            left -= q
+    listed = {u: res for u, _, res in _entrants(r, K, 1000)}
+    env.assertEqual(sorted(u for u, res in listed.items() if res == 'drawn'), sorted(won))
+    env.assertGreaterEqual(calls, (looked - 1) // 200)   # at most 200 looked at a DRAW call
+    env.assertEqual(r.zcard(K + ':wait'), looked - len(won))
+    # The 1-unit winner gives its unit back: the next 1-unit entrant in draw order takes it.
+    ones = [u for u, q in order if q == 1]
+    winner = next(u for u in won if dict(order)[u] == 1)
+    want = next((u for u in ones if u not in won), None)
+    rid = {e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev') if e[1][b'event'] == b'reserved'}
+    env.assertEqual(r.execute_command('FCALL', 'seckill_release', 1, K, rid[winner])[0], b'RELEASED')
+    pos = [u for u, _ in order].index(want) if want else n
+    waiting_before = sum(1 for u, _ in order[:pos] if u not in won)
+    steps = 1
+    while {u: res for u, _, res in _entrants(r, K, 1000)}.get(want) != 'promoted':
+        env.assertEqual(_expire(c, K), 0)
+        steps += 1
+        env.assertLess(steps, 100)
+    # Each call looked at 512 waiting entrants at most, 128 of them unreached.
+    stored, unreached = looked - len(won), max(0, waiting_before - (looked - len(won)))
+    env.assertGreaterEqual(steps, max(-(-min(stored, waiting_before) // 512), -(-unreached // 128), 1))
+    listed = {u: res for u, _, res in _entrants(r, K, 1000)}
+    env.assertEqual([u for u, res in listed.items() if res == 'promoted'], [want])
+    rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertEqual((rep['remaining'], rep['invariant'], rep['drawn']), (0, b'ok', len(won) + 1))
+    # With nothing to give, further calls change nothing.
+    before = digest(c)
+    env.assertEqual(_expire(c, K), 0)
+    env.assertEqual(digest(c), before)
