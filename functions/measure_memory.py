@@ -20,10 +20,7 @@ loads functions/seckill.lua, and stops the server by pid when done.
 """
 
 import argparse
-import os
 import time
-
-DEBUG = os.environ.get('MEASURE_DEBUG')
 
 from local_server import local_server
 
@@ -123,7 +120,8 @@ def measure_entrants(c, count, name, version):
     <key>:wait holds, then the draw positions not reached yet), and the
     RELEASE of a 3-unit winner (one promotion). Once 333 winners hold 999
     units the draw looks for a 1-unit entrant: about 5,000 positions, the
-    DRAW calls that look at 400 entrants and make no winner."""
+    DRAW calls that look at 200 entrants (the library's most) and make no
+    winner."""
     key, stream = 'mem:{m}', 'mem:{m}:ev'
     keys = (key, key + ':entrants', key + ':perm', key + ':wait', key + ':secret')
     base = c.info('memory')['used_memory']
@@ -136,7 +134,8 @@ def measure_entrants(c, count, name, version):
     c.slowlog_reset()
     c.config_resetstat()
     cpu0 = _cpu_us(c)
-    fill_s = fill(c, count, lambda n: ('FCALL', 'seckill_enter', 1, key, 'u%d' % n, 'QTY', 1 if n % 5000 == 4999 else 3))
+    fill_s = fill(c, count, lambda n: ('FCALL', 'seckill_enter', 1, key, 'u%d' % n,
+                                       'QTY', 1 if n % 5000 == 4999 else 3))
     enter_cpu = (_cpu_us(c) - cpu0) / count
     enter_us = c.info('commandstats')['cmdstat_fcall']['usec_per_call']
     slow = sorted(e['duration'] for e in c.slowlog_get(100000)
@@ -152,8 +151,8 @@ def measure_entrants(c, count, name, version):
           '= %.1f B per entrant; used_memory delta %.1f B per entrant; ENTER %.1f us of server time on average '
           '(the server CPU %.1f us an ENTER), '
           'the slowest %s, %d over 200 us, %d over 1 ms, %d over 10 ms (filled in %.1f s)'
-          % (name, version, count, count - 1, usage[0], usage[1], usage[4], sum(usage) / count, used / count, enter_us, enter_cpu,
-             '%d us' % slowest if slowest else 'under 200 us', len(slow), sum(1 for d in slow if d > 1000),
+          % (name, version, count, count - 1, usage[0], usage[1], usage[4], sum(usage) / count, used / count,
+             enter_us, enter_cpu, '%d us' % slowest if slowest else 'under 200 us', len(slow), sum(1 for d in slow if d > 1000),
              sum(1 for d in slow if d > 10000), fill_s))
     while server_ms(c) < end:
         time.sleep(0.05)
@@ -179,10 +178,6 @@ def measure_entrants(c, count, name, version):
     for _ in range(40):
         _, us = _timed(c, 'FCALL', 'seckill_expire', 1, key)
         steps.append(us)
-        if DEBUG:
-            i = c.execute_command('FCALL_RO', 'seckill_info', 1, key)
-            i = dict(zip(i[0::2], i[1::2]))
-            print(us, i[b'remaining'], i[b'drawn'], i[b'waitlist'], c.zcard(key + ':wait'), c.hlen(key + ':perm'))
     print('waitlist steps going on (seckill_expire: 512 looked at in <key>:wait, then unreached positions, '
           'at most 128 a call): %s; the most CPU %s' % (', '.join('%.2f' % (s[1] / 1000) for s in steps),
                                                         _ms(max(steps, key=lambda t: t[1]))))
