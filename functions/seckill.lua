@@ -1609,7 +1609,6 @@ local function cmd_init(keys, args)
         elseif w == 'BEACON' then
             o:once('BEACON')
             beacon = o:value('BEACON')
-            if #beacon < 1 or #beacon > 256 then fail('ERR BEACON name must be 1 to 256 bytes') end
         elseif w == 'FENCE' then
             o:once('FENCE')
             fence = true
@@ -1617,9 +1616,11 @@ local function cmd_init(keys, args)
             unknown_option(word)
         end
     end
-    if beacon and not draw then fail('ERR BEACON needs DRAW') end
-    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
+    -- (In the module's order: START and END, BEACON, then DRAW's END.)
     if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
+    if beacon and not draw then fail('ERR BEACON needs DRAW') end
+    if beacon and (#beacon < 1 or #beacon > 256) then fail('ERR BEACON name must be 1 to 256 bytes') end
+    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
     if stream then
         if stream == key then fail('ERR STREAM key must differ from the sale key') end
         if draw and (stream == key .. ':entrants' or stream == key .. ':perm' or stream == key .. ':wait'

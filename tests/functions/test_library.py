@@ -749,6 +749,9 @@ def test_beacon_errors_change_nothing():
     for args, text in [
         (['i', 5, 'BEACON', 'x'], 'BEACON needs DRAW'),
         (['i', 5, 'END', now + 10000, 'BEACON', 'x'], 'BEACON needs DRAW'),
+        (['i', 5, 'BEACON', ''], 'BEACON needs DRAW'),
+        (['i', 5, 'START', 9, 'END', 8, 'DRAW', 'BEACON', ''], 'START must be before END'),
+        (['i', 5, 'DRAW', 'BEACON', ''], 'BEACON name must be 1 to 256 bytes'),
         (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON', ''], 'BEACON name must be 1 to 256 bytes'),
         (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON', 'n' * 257], 'BEACON name must be 1 to 256 bytes'),
         (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON'], 'BEACON needs a value'),
