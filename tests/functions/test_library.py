@@ -26,7 +26,17 @@ from RLTest import Env  # noqa: E402
 from seckill_backend import LIBRARY  # noqa: E402
 from seckill_helpers import (FUNCTIONS, RawConn, check_invariant, digest, digest_value, get, info,  # noqa: E402
                              reserve, server_ms, wait_aof_rewrite, wait_for)
-from test_draw import draw_order, entrants_digest  # noqa: E402  (the contract's order, recomputed)
+from test_draw import _draw_order, _entrants_digest  # noqa: E402  (the contract's order, recomputed)
+
+
+def draw_order(seed_hex, entrants, beacon_value=None):
+    """[(user, qty)] in arrival order -> the entrants in the v2 draw order
+    (test_draw's one recomputation of it)."""
+    return _draw_order(seed_hex, entrants, beacon_value)[2]
+
+
+def entrants_digest(entrants):
+    return _entrants_digest(entrants)
 
 
 def _env(**kw):

@@ -1,10 +1,13 @@
-"""Draw sales (docs/draw-sales.md): INIT ... DRAW, ENTER, DRAW, ENTRANTS, the
-waitlist, the verifiable order, persistence and the fairness of the order.
+"""Draw sales (docs/draw-sales.md, draw v2): INIT ... DRAW [BEACON name],
+ENTER, DRAW [BEACON value], ENTRANTS, the waitlist, the verifiable order,
+persistence and the fairness of the order.
 
-The expected winners are computed here from the revealed seed, independently
-of the server: the draw order of /work/draw-v2.md (draw_order: Fisher-Yates
-over arrival indices driven by SHA-256(seed || entrant digest || beacon
-value)), each entrant whose QTY fits what is left of the draw's stock wins."""
+The expected order is recomputed here, independently of the server, by one
+helper (`_draw_order`) from the revealed seed, the entrants (ENTRANTS, in
+arrival order) and the beacon value: the entrant digest, the draw seed
+S = SHA-256(seed || digest || beacon_value) and the Fisher-Yates
+permutation driven by SHA-1 words of S; each entrant whose QTY fits what is
+left of the draw's stock wins."""
 
 import hashlib
 import json
@@ -61,21 +64,21 @@ def _entrants(c, key, count=100):
 
 
 def _bytes(v):
-    return v if isinstance(v, bytes) else str(v).encode()
+    return v.encode() if isinstance(v, str) else v
 
 
-def entrants_digest(entrants):
+def _entrants_digest(entrants):
     """D(n) of [(user, qty)] in arrival order: D0 = 32 zero bytes,
     D(i+1) = SHA256(D(i) || u32be(len(user)) || user || u32be(qty))."""
     d = bytes(32)
     for user, qty in entrants:
         u = _bytes(user)
-        d = hashlib.sha256(d + struct.pack('>I', len(u)) + u + struct.pack('>I', qty % 2 ** 32)).digest()
+        d = hashlib.sha256(d + struct.pack('>I', len(u)) + u + struct.pack('>I', qty & 0xffffffff)).digest()
     return d
 
 
 def _uniform(s, j, m):
-    """uniform(S, j, m): the first 6 bytes of SHA1(S || u32be(j) || u32be(c)), rejection below floor(2^48 / m) * m."""
+    """uniform(S, j, m): 48-bit words of SHA1(S || u32be(j) || u32be(c)), rejection sampled."""
     limit = (2 ** 48 // m) * m
     c = 0
     while True:
@@ -85,22 +88,23 @@ def _uniform(s, j, m):
         c += 1
 
 
-def draw_order(seed_hex, entrants, beacon_value=None):
-    """The contract's draw order (draw sales v2): `entrants` [(user, qty)] in
-    arrival order, the revealed seed (hex), the beacon's value (None: the
-    sale declared none); returns the entrants in draw order."""
-    s = hashlib.sha256(bytes.fromhex(seed_hex) + entrants_digest(entrants) + _bytes(beacon_value or b'')).digest()
+def _draw_order(seed_hex, entrants, beacon_value=None):
+    """THE recomputation of the draw order (shared by every test here):
+    [(user, qty)] in arrival order -> (entrants digest hex, draw seed hex,
+    the entrants in draw order)."""
+    d = _entrants_digest(entrants)
+    s = hashlib.sha256(bytes.fromhex(seed_hex) + d + _bytes(beacon_value or b'')).digest()
     a = list(range(len(entrants)))
     for j in range(len(a)):
         t = j + _uniform(s, j, len(a) - j)
         a[j], a[t] = a[t], a[j]
-    return [entrants[i] for i in a]
+    return d.hex(), s.hex(), [entrants[i] for i in a]
 
 
 def _expected_winners(seed_hex, entrants, stock, beacon_value=None):
     """The contract's draw, recomputed: [(user, qty)] of the winners in draw order."""
     won, left = [], stock
-    for user, qty in draw_order(seed_hex, entrants, beacon_value):
+    for user, qty in _draw_order(seed_hex, entrants, beacon_value)[2]:
         if qty <= left:
             won.append((user, qty))
             left -= qty
@@ -145,6 +149,7 @@ def test_init_draw_needs_end_and_reports_its_state():
     env.assertEqual(len(r['seed_commitment']), 64)
     int(r['seed_commitment'], 16)
     env.assertIsNone(r['seed'])
+    env.assertEqual([r[f] for f in DRAW_FIELDS[8:]], ['0' * 64, None, None, None])
 
     # Another sale's report is unchanged, and every draw sale has its own seed.
     c.execute_command('SECKILL.INIT', 'plain:{1}', 10)
@@ -159,6 +164,41 @@ def test_init_draw_needs_end_and_reports_its_state():
     doc = json.loads(c.execute_command('SECKILL.INFO', 'd:{1}', 'FORMAT', 'JSON'))
     env.assertEqual(list(doc.keys()), REPORT_FIELDS + DRAW_FIELDS)
     env.assertEqual((doc['mode'], doc['seed'], doc['draw_stock']), ('draw', None, None))
+    env.assertEqual((doc['entrants_digest'], doc['beacon'], doc['beacon_value'], doc['draw_seed']),
+                    ('0' * 64, None, None, None))
+
+
+def test_init_beacon():
+    env, c = _env()
+    end = server_ms(c) + 5000
+    _refused(env, c, ['SECKILL.INIT', 'b:{1}', 10, 'END', end, 'BEACON', 'drand'], 'BEACON needs DRAW')
+    _refused(env, c, ['SECKILL.INIT', 'b:{1}', 10, 'END', end, 'DRAW', 'BEACON', ''], 'BEACON name must be 1 to 256 bytes')
+    _refused(env, c, ['SECKILL.INIT', 'b:{1}', 10, 'END', end, 'DRAW', 'BEACON', 'n' * 257],
+             'BEACON name must be 1 to 256 bytes')
+    _refused(env, c, ['SECKILL.INIT', 'b:{1}', 10, 'END', end, 'DRAW', 'BEACON', 'a', 'BEACON', 'b'], 'given twice')
+    _refused(env, c, ['SECKILL.INIT', 'b:{1}', 10, 'END', end, 'DRAW', 'BEACON'], 'BEACON')
+    env.assertIsNone(info(c, 'b:{1}'))
+    name = 'drand quicknet round 1234567'
+    c.execute_command('SECKILL.INIT', 'b:{1}', 10, 'END', end, 'DRAW', 'BEACON', name)
+    r = _draw_info(env, c, 'b:{1}')
+    env.assertEqual((r['beacon'], r['beacon_value'], r['draw_seed']), (name, None, None))
+    c.execute_command('SECKILL.INIT', 'b:{2}', 10, 'END', end, 'BEACON', 'n' * 256, 'DRAW')
+    env.assertEqual(info(c, 'b:{2}')['beacon'], 'n' * 256)
+
+
+def test_draw_committed_stream_entry():
+    env, c = _env()
+    end = server_ms(c) + 5000
+    c.execute_command('SECKILL.INIT', 'c:{1}', 10, 'END', end, 'DRAW', 'BEACON', 'drand 7', 'STREAM', 'c:{1}:ev')
+    c.execute_command('SECKILL.INIT', 'c:{2}', 10, 'END', end, 'DRAW', 'STREAM', 'c:{2}:ev', 'MAXLEN', 100)
+    c.execute_command('SECKILL.INIT', 'c:{3}', 10, 'STREAM', 'c:{3}:ev')
+    for key, beacon in (('c:{1}', 'drand 7'), ('c:{2}', '')):
+        entries = c.execute_command('XRANGE', key + ':ev', '-', '+')
+        env.assertEqual(len(entries), 1)
+        env.assertEqual(list(entries[0][1].items()),
+                        [('event', 'draw_committed'), ('commitment', info(c, key)['seed_commitment']), ('beacon', beacon)])
+    # A sale that is not a draw sale writes none.
+    env.assertEqual(c.execute_command('XLEN', 'c:{3}:ev'), 0)
 
 
 def test_reserve_is_refused_on_a_draw_sale():
@@ -260,6 +300,90 @@ def test_draw_bad_arguments_change_nothing():
     env.assertIsNone(info(c, 'd:{x}')['seed'])
 
 
+def test_draw_beacon_errors_change_nothing():
+    env, c = _env()
+    end = _draw_sale(c, 'd:{bc}', 3, 500, 'BEACON', 'drand round 9')
+    _draw_sale(c, 'd:{nb}', 3, 500)
+    for key in ('d:{bc}', 'd:{nb}'):
+        for i in range(10):
+            c.execute_command('SECKILL.ENTER', key, 'u%d' % i)
+    # Registration still open: that error comes first.
+    _refused(env, c, ['SECKILL.DRAW', 'd:{bc}', 'BEACON', 'v'], 'registration is open until END')
+    _after(c, end)
+    digest_before = info(c, 'd:{bc}')['entrants_digest']
+    for args, text in [
+        (['SECKILL.DRAW', 'd:{bc}'], 'the sale declared a beacon: the first DRAW needs BEACON value'),
+        (['SECKILL.DRAW', 'd:{bc}', 'COUNT', 1], 'the sale declared a beacon: the first DRAW needs BEACON value'),
+        (['SECKILL.DRAW', 'd:{bc}', 'BEACON', ''], 'BEACON value must be 1 to 1024 bytes'),
+        (['SECKILL.DRAW', 'd:{bc}', 'BEACON', 'v' * 1025], 'BEACON value must be 1 to 1024 bytes'),
+        (['SECKILL.DRAW', 'd:{bc}', 'BEACON'], 'BEACON'),
+        (['SECKILL.DRAW', 'd:{bc}', 'BEACON', 'a', 'BEACON', 'a'], 'given twice'),
+        (['SECKILL.DRAW', 'd:{nb}', 'BEACON', 'v'], 'the sale declared no beacon'),
+        (['SECKILL.DRAW', 'd:{missing}', 'BEACON', 'v'], 'no such sale'),
+    ]:
+        _refused(env, c, args, text)
+    r = _draw_info(env, c, 'd:{bc}')
+    env.assertEqual((r['entrants_digest'], r['seed'], r['beacon_value'], r['draw_seed'], r['draw_stock']),
+                    (digest_before, None, None, None, None))
+    # BEACON and COUNT in any order; the first DRAW fixes the value.
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{bc}', 'BEACON', 'v1', 'COUNT', 1), [1, 2, 9])
+    _refused(env, c, ['SECKILL.DRAW', 'd:{bc}', 'BEACON', 'v2'], 'BEACON differs from the value the draw began with')
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{bc}', 'COUNT', 1, 'BEACON', 'v1'), [1, 1, 8])
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{bc}'), [1, 0, 0])
+    r = _draw_info(env, c, 'd:{bc}')
+    env.assertEqual((r['beacon'], r['beacon_value'], r['entrants_digest']), ('drand round 9', 'v1', digest_before))
+    # A sale without a beacon draws without one.
+    env.assertEqual(c.execute_command('SECKILL.DRAW', 'd:{nb}'), [3, 0, 0])
+    env.assertIsNone(info(c, 'd:{nb}')['beacon_value'])
+
+
+def test_order_is_the_recomputation_and_the_beacon_moves_it():
+    """The same entrants, two sales, two beacon values: the order each
+    shows is the recomputation from (seed, entrants, beacon_value), its
+    digest and draw seed too; the two orders differ."""
+    env, c = _env()
+    entrants = [('s%02d' % i, 1 + i % 3) for i in range(40)]
+    ends = []
+    for key in ('d:{b1}', 'd:{b2}', 'd:{b3}'):
+        ends.append(_draw_sale(c, key, 12, 500, 'LIMIT', 3, 'BEACON', 'drand round 77'))
+        for u, q in entrants:
+            c.execute_command('SECKILL.ENTER', key, u, 'QTY', q)
+    _after(c, max(ends))
+    orders = {}
+    for key, value in (('d:{b1}', 'value A'), ('d:{b2}', 'value B'), ('d:{b3}', 'value A')):
+        c.execute_command('SECKILL.DRAW', key, 'COUNT', 2, 'BEACON', value)
+        _draw_all(c, key, count=3)
+        r = _draw_info(env, c, key)
+        got = _entrants(c, key)
+        env.assertEqual([(u, q) for u, q, _ in got], entrants)
+        d, s, order = _draw_order(r['seed'], entrants, value)
+        env.assertEqual((r['entrants_digest'], r['draw_seed'], r['beacon_value']), (d, s, value))
+        env.assertEqual(hashlib.sha256(bytes.fromhex(r['seed'])).hexdigest(), r['seed_commitment'])
+        env.assertEqual(hashlib.sha256(bytes.fromhex(r['seed']) + bytes.fromhex(d) + value.encode()).hexdigest(), s)
+        winners = _expected_winners(r['seed'], entrants, 12, value)
+        env.assertEqual(sorted((u, q) for u, q, res in got if res == 'drawn'), sorted(winners))
+        orders[key] = order
+    # Same entrants, different beacon values: different orders (the secrets
+    # differ as well; the recomputation with one secret shows the beacon alone moves it).
+    env.assertNotEqual(orders['d:{b1}'], orders['d:{b2}'])
+    seed = info(c, 'd:{b1}')['seed']
+    env.assertNotEqual(_draw_order(seed, entrants, 'value A')[2], _draw_order(seed, entrants, 'value B')[2])
+
+
+def test_replace_after_end_changes_the_commitment():
+    env, c = _env()
+    end = _draw_sale(c, 'd:{rp}', 3, 300)
+    for i in range(5):
+        c.execute_command('SECKILL.ENTER', 'd:{rp}', 'u%d' % i)
+    published = info(c, 'd:{rp}')['seed_commitment']
+    _after(c, end)
+    # The shop starts the sale again after END: the published commitment no longer matches.
+    _draw_sale(c, 'd:{rp}', 3, 300, 'REPLACE')
+    r = _draw_info(env, c, 'd:{rp}')
+    env.assertNotEqual(r['seed_commitment'], published)
+    env.assertEqual((r['entrants'], r['entrants_digest']), (0, '0' * 64))
+
+
 def test_draw_in_bounded_calls_follows_the_seed():
     env, c = _env()
     skey = 'd:{o}:events'
@@ -280,13 +404,13 @@ def test_draw_in_bounded_calls_follows_the_seed():
                     (50, 10, 0, 40, 10))
     env.assertEqual((r['remaining'], r['pending'], r['buyers'], r['reservations']), (0, 10, 10, 10))
 
+    env.assertEqual(r['entrants_digest'], _entrants_digest([(u, 1) for u in users]).hex())
     winners = _expected_winners(seed, [(u, 1) for u in users], 10)
     won = [u for u, _, result in _entrants(c, 'd:{o}') if result == 'drawn']
     env.assertEqual(sorted(won), sorted(u for u, _ in winners))
-    # The stream has INIT's commitment, then the winners in draw order,
-    # marked as drawn; a REQID is the reservation id.
+    # The stream has the commitment, then the winners in draw order, marked as drawn; a REQID is the reservation id.
     entries = _stream(c, skey)
-    env.assertEqual(entries[0], {'event': 'draw_committed', 'commitment': commitment, 'beacon': ''})
+    env.assertEqual((entries[0]['event'], entries[0]['commitment'], entries[0]['beacon']), ('draw_committed', commitment, ''))
     entries = entries[1:]
     env.assertEqual([(e['event'], e['user'], e['qty'], e['via']) for e in entries],
                     [('reserved', u, '1', 'draw') for u, _ in winners])
@@ -369,7 +493,7 @@ def _sold_draw(env, c, key, stock, n, skey=None, hold=60000):
     _after(c, end)
     _draw_all(c, key)
     seed = info(c, key)['seed']
-    return [u for u, _ in draw_order(seed, [(u, 1) for u in users])]
+    return [u for u, _ in _draw_order(seed, [(u, 1) for u in users])[2]]
 
 
 def test_waitlist_takes_released_units_in_draw_order():
@@ -457,14 +581,18 @@ def test_reconcile_takes_no_draw_stock_outside_the_draw():
 # -------------------------------------------------------------- persistence
 
 def _mid_draw_state(c, key, skey):
-    """Entrants, a partial draw, a finished one and a waitlist promotion."""
-    end = _draw_sale(c, key, 20, 400, 'LIMIT', 2, 'HOLD', 600000, 'STREAM', skey)
+    """Entrants, a partial draw (begun with a beacon value), a finished one
+    and a waitlist promotion; a second sale whose draw has not begun."""
+    end = _draw_sale(c, key, 20, 400, 'LIMIT', 2, 'HOLD', 600000, 'STREAM', skey, 'BEACON', 'drand round 42')
+    c.execute_command('SECKILL.INIT', key + ':open', 5, 'END', end + 600000, 'DRAW', 'BEACON', 'later')
     for i in range(120):
         c.execute_command('SECKILL.ENTER', key, 'm%03d' % i, 'QTY', 1 + i % 2, *(['REQID', 'q%d' % i] if i % 3 else []))
+        if i % 10 == 0:
+            c.execute_command('SECKILL.ENTER', key + ':open', 'm%03d' % i)
     _after(c, end)
-    c.execute_command('SECKILL.DRAW', key, 'COUNT', 4)
+    c.execute_command('SECKILL.DRAW', key, 'COUNT', 4, 'BEACON', 'value of round 42')
     _draw_all(c, key, count=5)
-    rid = c.execute_command('XRANGE', skey, '-', '+', 'COUNT', 2)[1][1]['rid']   # (the first: draw_committed)
+    rid = c.execute_command('XRANGE', skey, '-', '+', 'COUNT', 2)[1][1]['rid']
     c.execute_command('SECKILL.RELEASE', key, rid)
 
 
@@ -476,11 +604,18 @@ def test_replica_and_reloads_are_digest_equal():
     env.assertEqual(digest(replica), digest(c))
     env.assertEqual(replica.execute_command('SECKILL.INFO', 'd:{s}'), c.execute_command('SECKILL.INFO', 'd:{s}'))
     env.assertEqual(_entrants(replica, 'd:{s}'), _entrants(c, 'd:{s}'))
+    r = _draw_info(env, c, 'd:{s}')
+    env.assertEqual((r['beacon'], r['beacon_value']), ('drand round 42', 'value of round 42'))
+    entrants = [(u, q) for u, q, _ in _entrants(c, 'd:{s}')]
+    d, s, _ = _draw_order(r['seed'], entrants, r['beacon_value'])
+    env.assertEqual((r['entrants_digest'], r['draw_seed']), (d, s))
 
     before, report = digest(c), c.execute_command('SECKILL.INFO', 'd:{s}')
+    open_report = c.execute_command('SECKILL.INFO', 'd:{s}:open')
     env.dumpAndReload(restart=True)
     c = env.getConnection()
     env.assertEqual((digest(c), c.execute_command('SECKILL.INFO', 'd:{s}')), (before, report))
+    env.assertEqual(c.execute_command('SECKILL.INFO', 'd:{s}:open'), open_report)
 
     # DUMP and RESTORE of every key of the sale.
     keys = sorted(c.keys('*{s}*'))
@@ -498,10 +633,12 @@ def _aof(rewrite, preamble):
     env, c = _env(useAof=True, useRdbPreamble=preamble)
     _mid_draw_state(c, 'd:{a}', 'd:{a}:ev')
     before, report = digest(c), c.execute_command('SECKILL.INFO', 'd:{a}')
+    open_report = c.execute_command('SECKILL.INFO', 'd:{a}:open')
     restart_from_aof(env, rewrite)
     c = env.getConnection()
     env.assertEqual(digest(c), before)
     env.assertEqual(c.execute_command('SECKILL.INFO', 'd:{a}'), report)
+    env.assertEqual(c.execute_command('SECKILL.INFO', 'd:{a}:open'), open_report)
 
 
 def test_aof_replay():
