@@ -724,6 +724,17 @@ def test_enter_needs_no_access_to_the_secret():
         except redis.exceptions.NoPermissionError:
             pass
     env.assertEqual(probe.execute_command('TYPE', K), b'hash')   # (the patterns do match the sale)
+    # Every other key under sale: matches (any sale name, the stream, the
+    # draw's other keys, the sync keys); no key ending in :secret does.
+    for k in ('sale:{d}:entrants', 'sale:{d}:perm', 'sale:{d}:wait', 'sale:{d}:events', 'sale:{roles}17', 'sale:1001',
+              'sale:{d}:seckill-sync', 'sale:{d}:secrets', 'sale:{d}xsecret', 'sale:{x}:ecret', 'sale:{d}:Secret'):
+        env.assertIn(probe.execute_command('TYPE', k), (b'none', b'list', b'hash', b'zset'), message=k)
+    for k in ('sale:{d}:secret', 'sale:1001:secret', 'sale:{x}:y:secret', 'sale::secret'):
+        try:
+            probe.execute_command('TYPE', k)
+            env.assertTrue(False, message='the shop\'s patterns match %s' % k)
+        except redis.exceptions.NoPermissionError:
+            pass
     _wait_end(env, c, end)
     before = digest(c)
     try:
