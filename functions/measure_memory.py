@@ -118,7 +118,8 @@ def measure_entrants(c, count, name, version):
     and every waiting entrant asks 3: 512 looked at, none fits) and the calls
     that go on through the waitlist (seckill_expire, 512 more each: first what
     <key>:wait holds, then the draw positions not reached yet), and the
-    RELEASE of a 3-unit winner (one promotion). Once 333 winners hold 999
+    RELEASE of a 3-unit winner (one promotion, then the unit left over from
+    the first RELEASE looks through the rest of the call's 512). Once 333 winners hold 999
     units the draw looks for a 1-unit entrant: about 5,000 positions, the
     DRAW calls that look at 200 entrants (the library's most) and make no
     winner."""
@@ -183,7 +184,8 @@ def measure_entrants(c, count, name, version):
                                                         _ms(max(steps, key=lambda t: t[1]))))
     three = next(w for w in winners if w[b'qty'] == b'3')
     _, us = _timed(c, 'FCALL', 'seckill_release', 1, key, three[b'rid'])
-    print('waitlist step, RELEASE of a 3-unit winner (one promotion): %s' % _ms(us))
+    print('waitlist step, RELEASE of a 3-unit winner (one promotion, then the unit left over looks further): %s'
+          % _ms(us))
     usage = [c.memory_usage(k, samples=0) or 0 for k in keys]
     print('after the draw: MEMORY USAGE hash %d + arrival list %d + perm %d + wait %d B = %.1f B per entrant'
           % (usage[0], usage[1], usage[2], usage[3], sum(usage) / count))
