@@ -18,7 +18,7 @@ Fields of the hash:
                      conf rel exp buyers hc hn hd t0 lc ci sent recv as 23
                      doubles, then the stream key, its owner, MAXLEN and the
                      split round as <length>:<bytes>, and for a FENCE sale
-                     (layouts 3 and 4) the replication id it recorded
+                     (layouts 3 and 7) the replication id it recorded
   peers              a split sale's declared peers, sorted, as <length>:<bytes>
   b:<i> a:<i>        bucket i: remaining units, allocation (no b:0 when the
                      sale has one bucket: its remaining units are `rem`)
@@ -35,10 +35,11 @@ Fields of the hash:
   k                  the key of generated ids, 32 hex digits, drawn at INIT
                      (absent in a sale from before it: ids `<tag>-<seq>`)
   d, E:<user>, I:<reqid>   a draw sale's state, entrants and their REQIDs
-                     (layout 2; "draw sales" below, with the two keys a
-                     draw sale keeps beside the hash: <key>:draw, <key>:entrants)
+                     (layout 5; "draw sales" below, with the keys a draw
+                     sale keeps beside the hash: <key>:secret until its
+                     first DRAW, <key>:entrants, <key>:perm, <key>:wait)
 DEL key deletes the whole sale (its stream stays, as with the module); a
-draw sale is UNLINK key <key>:draw <key>:entrants.
+draw sale is UNLINK key <key>:secret <key>:entrants <key>:perm <key>:wait.
 
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
 order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
@@ -49,8 +50,13 @@ to count on demand.
 
 local VERSION = '1.2.0'
 local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
-local LAYOUT_DRAW = 2                 -- (an older library refuses it rather than sell it first come)
--- A FENCE sale's layout is its plain or draw layout + LAYOUT_FENCE (3, 4):
+-- Draws v2 (the secret in <key>:secret, the entrant digest, the Fisher-Yates
+-- order): layout 5. An older library refuses it rather than sell it first
+-- come; this one refuses the draw sales of v1 (layouts 2 and 4: the order
+-- in <key>:draw, the seed in the hash) with the same error: finish them
+-- with the library that made them (docs/upgrading.md).
+local LAYOUT_DRAW = 5
+-- A FENCE sale's layout is its plain or draw layout + LAYOUT_FENCE (3, 7):
 -- an older library refuses it rather than sell it through a failover.
 local LAYOUT_FENCE = 2
 local MAX_TOTAL = 1000000000000000
@@ -70,9 +76,16 @@ local DRAW_COUNT, DRAW_COUNT_MAX = 1000, 1000    -- DRAW COUNT: winners per call
 -- 100 about 3 ms). The contract's "at most COUNT" holds; clients repeat
 -- DRAW until left_to_draw is 0 on either backend.
 local DRAW_CALL_MAX = 100
+-- And the entrants it looks at: at most 4 x COUNT as the contract says, and
+-- at most 200 (each a SHA-1, a read of <key>:perm, a LINDEX of
+-- <key>:entrants and, when it does not win, a ZADD to <key>:wait: about 20
+-- us at 1M entrants; a call that makes no winner took 7 to 13 ms of CPU
+-- with 400 of them on the shared test machine).
+local DRAW_LOOK_MAX = 200
 local ENTRANTS_COUNT, ENTRANTS_MAX = 100, 1000   -- ENTRANTS COUNT
 local PROMOTE_MAX = 128               -- waitlist promotions a call makes at most
 local PROMOTE_SCAN = 512              -- waiting entrants a call looks at for them at most
+local PROMOTE_REACH = 128             -- of which draw positions not reached yet (a SHA-1, a LINDEX each)
 local NOT_DRAW = 'ERR the sale is not a draw sale (INIT ... DRAW)'
 local U64_MAX = '18446744073709551615'
 local I64_MAX = '9223372036854775807'
@@ -462,7 +475,7 @@ local function open(key, f1, f2, pre)
     local S = setmetatable({key = key, m = m, o = x, w = {}, c = c, r = {}, rd = {},
                             bk = {[0] = one and x[10] or tonumber(b0)}, stale_b0 = one and b0 and true,
                             al = {}, bd = {}, ev = {}, hd_hint = false, layout = x[1], draw = draw,
-                            zkey = draw and key .. ':draw' or nil, lkey = draw and key .. ':entrants' or nil,
+                            lkey = draw and key .. ':entrants' or nil,
                             total = x[2], shards = x[3], limit = x[4], hold = x[5], start = x[6],
                             end_ = x[7] >= 0 and x[7] or nil, tag_n = x[8], tag = string.format('%08x', x[8]),
                             n = x[9], rem = x[10], pend = x[11], conf = x[12], rel = x[13], exp = x[14],
@@ -471,6 +484,11 @@ local function open(key, f1, f2, pre)
                             stream = strings[1], owner = strings[2], maxlen = strings[3], round = strings[4]}, Sale)
     -- (Set apart: a field more in the constructor could grow every sale's table.)
     if strings[5] then S.fence = strings[5] end
+    if draw then
+        -- The permutation's cache and writes, the waitlist's changes (draw sales).
+        S.pkey, S.wkey = key .. ':perm', key .. ':wait'
+        S.P, S.Pin, S.Pw, S.T, S.wadd, S.wnew, S.wrem = {}, {}, {}, {}, {}, {}, {}
+    end
     return S
 end
 
@@ -912,39 +930,56 @@ end
 
 ------------------------------------------------------------- draw sales
 
--- A draw sale (docs/draw-sales.md) keeps beside the sale hash, under its
--- hash tag:
---   <key>:draw      zset, score 0, member = SHA-256(seed || user) (32 raw
---                   bytes) .. user: lexicographic order is the draw order.
---                   Holds the entrants that are not reservations (yet): a
---                   winner leaves it.
---   <key>:entrants  list of the users in the order they entered (ENTRANTS)
+-- A draw sale (docs/draw-sales.md, draws v2) keeps beside the sale hash,
+-- under its hash tag:
+--   <key>:secret    string, the 32-byte secret (the seed), from INIT to the
+--                   first DRAW: only that DRAW reads it, copies it into `d`
+--                   (the reveal) and deletes the key. ENTER never reads it.
+--   <key>:entrants  list of the users in the order they entered (ENTRANTS;
+--                   LINDEX by arrival index)
+--   <key>:perm      hash, the lazy Fisher-Yates permutation: field = a draw
+--                   position not reached yet that a swap moved another
+--                   arrival index to, value = that arrival index (sparse: a
+--                   position without a field holds its own index; a field
+--                   goes when its position is reached)
+--   <key>:wait      zset of the entrants the walk looked at that are still
+--                   waiting: score = draw position, member = user. The
+--                   waitlist in draw order is this zset, then the positions
+--                   the walk has not reached.
 -- and in the sale hash:
 --   d               the draw state, packed (draw_fmt)
 --   E:<user>        "<qty>,<result>,<reqid>": result e (entered, or on the
 --                   waitlist), d (won in the draw), p (promoted from it)
 --   I:<reqid>       the entrant that gave REQID reqid
--- The draw walks the zset from a cursor (the last member it looked at);
--- the waitlist is what stays in the zset once the draw is complete.
-local DRAW_FORMAT = '<dddddddd'
-local DRAW_BYTES = 8 * 8
+-- The draw order is the permutation a[0..n-1] of the arrival indices made by
+-- Fisher-Yates driven by the draw seed S (uniform below), produced one
+-- position at a time: `np` positions are done, a[np..] is still to come.
+local DRAW_FORMAT = '<ddddddddd'
+local DRAW_BYTES = 9 * 8
+local ZERO32 = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'   -- D0 (the library's top level has no `string`)
+local TWO48 = 281474976710656
+local SECRET_MISSING = "ERR the draw sale's secret key <key>:secret is missing or does not match its seed_commitment"
 
 -- ne entrants, nd winners (draw and waitlist), dstock draw_stock (-1 before
--- the first DRAW), dleft what is left of it, nx entrants the draw looked at,
--- nreq entrants with a REQID; ws, wc, wend: the waitlist scan (every waiting
--- entrant up to member wc, or all of them when wend is 1, asks for more
--- than ws units); seed: 32 bytes; dc: the draw's cursor.
+-- the first DRAW), dleft what is left of it, np draw positions produced
+-- (looked at), nreq entrants with a REQID; ws, wc, wend: the waitlist scan
+-- (every waiting entrant up to position wc, or all of them when wend is 1,
+-- asks for more than ws units; wc -1: none); then the commitment
+-- SHA-256(secret) and the entrant digest D (32 bytes each), and as
+-- <length>:<bytes> the secret and the draw seed S (both empty before the
+-- first DRAW), the beacon's name and the value the first DRAW took.
 local function draw_fmt(D)
-    return struct.pack(DRAW_FORMAT, D.ne, D.nd, D.dstock, D.dleft, D.nx, D.ws, D.nreq, D.wend) .. D.seed
-        .. lp(D.dc) .. lp(D.wc)
+    return struct.pack(DRAW_FORMAT, D.ne, D.nd, D.dstock, D.dleft, D.np, D.ws, D.nreq, D.wend, D.wc)
+        .. D.commit .. D.digest .. lp(D.secret) .. lp(D.S) .. lp(D.beacon) .. lp(D.bvalue)
 end
 
 local function draw_parse(s)
     local x = {struct.unpack(DRAW_FORMAT, s)}
-    local D = {ne = x[1], nd = x[2], dstock = x[3], dleft = x[4], nx = x[5], ws = x[6], nreq = x[7], wend = x[8],
-               seed = string.sub(s, DRAW_BYTES + 1, DRAW_BYTES + 32), dirty = false}
-    local cursors = lp_strings(s, DRAW_BYTES + 33, 2)
-    D.dc, D.wc = cursors[1], cursors[2]
+    local D = {ne = x[1], nd = x[2], dstock = x[3], dleft = x[4], np = x[5], ws = x[6], nreq = x[7], wend = x[8],
+               wc = x[9], commit = string.sub(s, DRAW_BYTES + 1, DRAW_BYTES + 32),
+               digest = string.sub(s, DRAW_BYTES + 33, DRAW_BYTES + 64), dirty = false}
+    local strings = lp_strings(s, DRAW_BYTES + 65, 4)
+    D.secret, D.S, D.beacon, D.bvalue = strings[1], strings[2], strings[3], strings[4]
     return D
 end
 
@@ -960,6 +995,25 @@ end
 
 local function entrant_fmt(qty, res, reqid) return num(qty) .. ',' .. res .. ',' .. (reqid or '') end
 
+-- D(i+1) = SHA256(D(i) || u32be(len(user)) || user || u32be(qty)). (QTY is
+-- at most LIMIT, which may pass 2^32: its low 32 bits, as a u32 cast.)
+local function next_digest(d, user, qty)
+    return sha256(d .. struct.pack('>I4', #user) .. user .. struct.pack('>I4', qty % 4294967296))
+end
+
+-- uniform(S, j, m): 0 <= result < m, from SHA1(S || u32be(j) || u32be(c)),
+-- its first 6 bytes as a 48-bit number (exact in a double), rejecting
+-- x >= floor(2^48 / m) * m.
+local function uniform(S, j, m)
+    local limit = idiv(TWO48, m) * m
+    local c = 0
+    while true do
+        local x = tonumber(string.sub(redis.sha1hex(S .. struct.pack('>I4I4', j, c)), 1, 12), 16)
+        if x < limit then return x - idiv(x, m) * m end
+        c = c + 1
+    end
+end
+
 local RESULT_WORD = {e = 'entered', d = 'drawn', p = 'promoted'}
 local DRAW_MODE = {ok = 'draw'}   -- INFO's mode: a status word, as invariant
 
@@ -967,22 +1021,111 @@ local DRAW_MODE = {ok = 'draw'}   -- INFO's mode: a status word, as invariant
 -- stock handed out.
 function Sale:draw_complete()
     local D = self:dstate()
-    return D.dstock >= 0 and (D.dleft <= 0 or D.nx >= D.ne)
+    return D.dstock >= 0 and (D.dleft <= 0 or D.np >= D.ne)
 end
 
 function Sale:left_to_draw()
     local D = self:dstate()
     if D.dstock < 0 then return self.rem > 0 and D.ne or 0 end
-    if D.dleft > 0 then return D.ne - D.nx end
+    if D.dleft > 0 then return D.ne - D.np end
     return 0
 end
 
--- Reads the draw members' entrant records (and their buyers, which a win
--- reads) not cached yet, in one call.
-function Sale:prefetch_entrants(members)
+-- The permutation's fields (positions) not cached yet, in one HMGET.
+-- P[pos]: the arrival index stored there, false when none (the position's
+-- own); Pin[pos]: the field exists in <key>:perm.
+function Sale:perm_read(positions)
+    local fields, want = {}, {}
+    for _, p in ipairs(positions) do
+        if self.P[p] == nil and not want[p] then
+            want[p] = true
+            fields[#fields + 1] = num(p)
+        end
+    end
+    for s = 1, #fields, 1000 do
+        local last = math.min(s + 999, #fields)
+        local vals = redis.call('HMGET', self.pkey, unpack(fields, s, last))
+        for j = s, last do
+            local v = vals[j - s + 1]
+            local p = tonumber(fields[j])
+            self.P[p] = v and tonumber(v) or false
+            if v then self.Pin[p] = true end
+        end
+    end
+end
+
+-- The arrival indices at the next k draw positions (np, np+1, ...), without
+-- producing them (perm_take does): the swap targets are computed and the
+-- fields they touch read in one call.
+function Sale:perm_peek(k)
+    local D = self:dstate()
+    local n, from = D.ne, D.np
+    k = math.min(k, n - from)
+    local T, need = self.T, {}
+    for j = from, from + k - 1 do
+        if T[j] == nil then T[j] = j + uniform(D.S, j, n - j) end
+        need[#need + 1] = j
+        need[#need + 1] = T[j]
+    end
+    self:perm_read(need)
+    local ov, out = {}, {}
+    local function at(p)
+        local v = ov[p]
+        if v == nil then v = self.P[p] end
+        return v or p
+    end
+    for j = from, from + k - 1 do
+        local t = T[j]
+        local vj, vt = at(j), at(t)
+        out[#out + 1] = vt
+        if t ~= j then ov[t] = vj end
+    end
+    return out
+end
+
+-- Produces the next draw position: returns its arrival index (np + 1).
+function Sale:perm_take()
+    local D = self:dstate()
+    local j = D.np
+    local t = self.T[j]
+    if t == nil then
+        t = j + uniform(D.S, j, D.ne - j)
+        self.T[j] = t
+    end
+    self:perm_read({j, t})
+    local vj = self.P[j] or j
+    local vt = vj
+    if t ~= j then
+        vt = self.P[t] or t
+        self.P[t] = vj
+        self.Pw[t] = vj
+    end
+    self.P[j] = false
+    -- Position j is done: its field goes (if it was stored at all).
+    if self.Pin[j] then self.Pw[j] = false else self.Pw[j] = nil end
+    D.np, D.dirty = j + 1, true
+    return vt
+end
+
+-- The users at the next k draw positions (k > 0), their entrant records
+-- (and buyers, which a win reads) fetched.
+function Sale:peek_users(k)
+    local idx = self:perm_peek(k)
+    local users = {}
+    for i, a in ipairs(idx) do
+        local u = redis.call('LINDEX', self.lkey, a)
+        if not u then fail("ERR the draw sale's entrants list <key>:entrants is shorter than its entrant count") end
+        users[i] = u
+    end
+    self:prefetch_entrants(users)
+    return users
+end
+
+-- Reads the users' entrant records (and their buyers, which a win reads)
+-- not cached yet, in one call.
+function Sale:prefetch_entrants(users)
     local fields = {}
-    for _, m in ipairs(members) do
-        local user = string.sub(m, 33)
+    for _, user in ipairs(users) do
         for _, f in ipairs({'E:' .. user, 'u:' .. user}) do
             if self.c[f] == nil and self.w[f] == nil then fields[#fields + 1] = f end
         end
@@ -994,11 +1137,27 @@ function Sale:prefetch_entrants(members)
     end
 end
 
--- The entrant at draw member `m` becomes a pending reservation (`via` draw
--- or waitlist) when its QTY fits `left` and the stock: returns its QTY, or
--- nil (it stays where it is).
-function Sale:win(m, left, via, now)
-    local user = string.sub(m, 33)
+-- An entrant the walk looked at stays waiting at its draw position; a
+-- waiting entrant leaves the waitlist (written by flush).
+function Sale:wait_add(pos, user)
+    self.wadd[#self.wadd + 1] = {pos, user}
+    self.wnew[user] = #self.wadd
+end
+
+function Sale:wait_remove(user)
+    local i = self.wnew[user]
+    if i then
+        self.wadd[i] = false
+        self.wnew[user] = nil
+    else
+        self.wrem[#self.wrem + 1] = user
+    end
+end
+
+-- The entrant `user` becomes a pending reservation (`via` draw or
+-- waitlist) when its QTY fits `left` and the stock: returns its QTY, or nil
+-- (it stays waiting).
+function Sale:win(user, left, via, now)
     local qty, _, reqid = entrant_parse(self:get('E:' .. user))
     if qty > left or qty > self.rem then return nil end
     local takes = self:plan_take(home_of(user, self.shards), qty)
@@ -1009,8 +1168,6 @@ function Sale:win(m, left, via, now)
     if not id or (self.ci > 0 and self:find(id)) then id = self:generate_id() end
     self:insert(id, user, qty, 'p', self:stamp(now), takes, via)
     self:set('E:' .. user, entrant_fmt(qty, via == 'draw' and 'd' or 'p', reqid))
-    self.zrem = self.zrem or {}
-    self.zrem[#self.zrem + 1] = m
     local D = self:dstate()
     D.nd = D.nd + 1
     D.dirty = true
@@ -1018,56 +1175,121 @@ function Sale:win(m, left, via, now)
 end
 
 -- One DRAW call's work: at most `count` winners, 4 x count entrants looked
--- at, in draw order from the draw's cursor. Returns the winners made.
+-- at (DRAW_LOOK_MAX at most), in draw order from position np. Returns the
+-- winners made.
 function Sale:draw_step(count, now)
     local D = self:dstate()
-    local made, budget = 0, 4 * count
-    while made < count and budget > 0 and D.dleft > 0 and D.nx < D.ne do
-        local members = redis.call('ZRANGEBYLEX', self.zkey, D.dc and '(' .. D.dc or '-', '+', 'LIMIT', 0,
-            math.min(budget, count - made + 16))
-        if #members == 0 then
-            D.nx = D.ne   -- (only if the zset was changed behind the library's back)
-            break
-        end
-        self:prefetch_entrants(members)
-        for _, m in ipairs(members) do
-            D.nx, D.dc, budget = D.nx + 1, m, budget - 1
-            local got = self:win(m, D.dleft, 'draw', now)
+    local made, budget = 0, math.min(4 * count, DRAW_LOOK_MAX)
+    while made < count and budget > 0 and D.dleft > 0 and D.np < D.ne do
+        local users = self:peek_users(math.min(budget, count - made + 16, D.ne - D.np))
+        for _, user in ipairs(users) do
+            local pos = D.np
+            self:perm_take()
+            budget = budget - 1
+            local got = self:win(user, D.dleft, 'draw', now)
             if got then
                 D.dleft = D.dleft - got
                 made = made + 1
+            else
+                self:wait_add(pos, user)
             end
             if D.dleft <= 0 or made == count then break end
         end
-        D.dirty = true
     end
     return made
 end
 
--- Once the draw is complete, units that came back go to the next waiting
--- entrants in draw order whose QTY fits: at most PROMOTE_MAX promotions
--- and PROMOTE_SCAN entrants looked at per call (the next call goes on).
+-- Once the draw is complete, units that came back go to the first waiting
+-- entrants in draw order whose QTY fits: the zset <key>:wait (what is
+-- stored, then what this call's draw added, all at later positions), then
+-- the positions the walk has not reached. At most PROMOTE_MAX promotions and
+-- PROMOTE_SCAN entrants looked at per call, PROMOTE_REACH of them at
+-- positions not reached yet (the next call goes on).
 function Sale:promote()
     if self.rem <= 0 then return end
     local D = self:dstate()
     if D.ne - D.nd <= 0 or not self:draw_complete() or self:fenced() then return end
-    local from = '-'
+    local after = -1   -- the scan looks at the positions after this one
     if self.rem <= D.ws then
         if D.wend == 1 then return end
-        if D.wc then from = '(' .. D.wc end
+        after = D.wc
     end
-    local members = redis.call('ZRANGEBYLEX', self.zkey, from, '+', 'LIMIT', 0, PROMOTE_SCAN)
-    self:prefetch_entrants(members)
     local now = now_ms()
-    local promoted, last, all = 0, nil, #members < PROMOTE_SCAN
-    for i, m in ipairs(members) do
-        last = m
-        if self:win(m, self.rem, 'waitlist', now) then promoted = promoted + 1 end
-        if (promoted == PROMOTE_MAX or self.rem <= 0) and i < #members then
-            all = false
-            break
+    local budget, promoted, last, halt = PROMOTE_SCAN, 0, after, false
+    -- Looks at one waiting entrant: whether it won, whether the scan stops there.
+    local function look(pos, user, waiting)
+        budget, last = budget - 1, pos
+        if self:win(user, self.rem, 'waitlist', now) then
+            promoted = promoted + 1
+            if waiting then self:wait_remove(user) end
+            return true, promoted == PROMOTE_MAX or self.rem <= 0
+        end
+        return false, false
+    end
+    -- Whether this call's draw added a waiting entrant after position p.
+    local function added_after(p)
+        for _, e in ipairs(self.wadd) do
+            if e and e[1] > p then return true end
+        end
+        return false
+    end
+    -- What <key>:wait holds, read 64 entrants at first (a promotion often
+    -- ends the scan early), then more at a time.
+    local stored_done, chunk = false, 64
+    while not halt and budget > 0 do
+        local n = math.min(budget, chunk)
+        local got = redis.call('ZRANGEBYSCORE', self.wkey, last >= 0 and '(' .. num(last) or '-inf', '+inf',
+            'WITHSCORES', 'LIMIT', 0, n)
+        local users, positions = {}, {}
+        for i = 1, #got, 2 do
+            users[#users + 1] = got[i]
+            positions[#positions + 1] = tonumber(got[i + 1])
+        end
+        self:prefetch_entrants(users)
+        for i, user in ipairs(users) do
+            local _, stop = look(positions[i], user, true)
+            if stop then
+                halt = true
+                if i < #users then n = -1 end   -- (stored entrants left)
+                break
+            end
+        end
+        if #users < n then stored_done = true end
+        if #users < n or halt then break end
+        chunk = chunk * 4
+    end
+    -- What this call's draw added to it.
+    if not halt and stored_done then
+        for _, e in ipairs(self.wadd) do
+            if e and e[1] > last then
+                if budget == 0 then break end
+                local _, stop = look(e[1], e[2], true)
+                if stop then
+                    halt = true
+                    break
+                end
+            end
         end
     end
+    -- The positions the walk has not reached.
+    if not halt and stored_done and not added_after(last) then
+        local reach = PROMOTE_REACH
+        while not halt and budget > 0 and reach > 0 and D.np < D.ne do
+            local users_ = self:peek_users(math.min(budget, reach, D.ne - D.np, 64))
+            reach = reach - #users_
+            for _, user in ipairs(users_) do
+                local pos = D.np
+                self:perm_take()
+                local won, stop = look(pos, user, false)
+                if not won then self:wait_add(pos, user) end
+                if stop then
+                    halt = true
+                    break
+                end
+            end
+        end
+    end
+    local all = stored_done and not added_after(last) and D.np >= D.ne
     D.ws, D.wc, D.wend, D.dirty = self.rem, last, all and 1 or 0, true
 end
 
@@ -1077,8 +1299,12 @@ function Sale:draw_report(out)
     local ltd = self:left_to_draw()
     for _, v in ipairs({'mode', DRAW_MODE, 'entrants', D.ne, 'drawn', D.nd, 'left_to_draw', ltd,
                         'waitlist', D.ne - D.nd - ltd, 'draw_stock', D.dstock >= 0 and D.dstock or false,
-                        'seed_commitment', tohex(sha256(D.seed)),
-                        'seed', D.dstock >= 0 and tohex(D.seed) or false}) do
+                        'seed_commitment', tohex(D.commit),
+                        'seed', D.secret and tohex(D.secret) or false,
+                        'entrants_digest', tohex(D.digest),
+                        'beacon', D.beacon or false,
+                        'beacon_value', D.bvalue or false,
+                        'draw_seed', D.S and tohex(D.S) or false}) do
         out[#out + 1] = v
     end
     return out
@@ -1086,7 +1312,7 @@ end
 
 -- 32 bytes for a new draw's seed. A function has no OS random source and
 -- its math.random is seeded the same on every server start (docs/
--- managed-redis.md, "The draw's seed"): this hashes what the server can
+-- managed-redis.md, "The draw's secret"): this hashes what the server can
 -- see that a client cannot predict, the server's run_id (160 bits from
 -- /dev/urandom at start), the address of a new Lua table (ASLR), the CPU
 -- clock where os.clock exists, TIME to the microsecond, the counters of
@@ -1103,9 +1329,36 @@ local function fresh_seed(key, old)
     return sha256(table.concat(parts, '\0'))
 end
 
+-- A draw sale's changes beside its hash: the waitlist zset, the
+-- permutation's fields, and the secret key the first DRAW revealed.
+function Sale:flush_draw()
+    local add, rem = {}, self.wrem
+    for _, e in ipairs(self.wadd) do
+        if e then
+            add[#add + 1] = num(e[1])
+            add[#add + 1] = e[2]
+        end
+    end
+    for s = 1, #add, 2000 do redis.call('ZADD', self.wkey, unpack(add, s, math.min(s + 1999, #add))) end
+    for s = 1, #rem, 1000 do redis.call('ZREM', self.wkey, unpack(rem, s, math.min(s + 999, #rem))) end
+    local set, del = {}, {}
+    for p, v in pairs(self.Pw) do
+        if v then
+            set[#set + 1] = num(p)
+            set[#set + 1] = num(v)
+        else
+            del[#del + 1] = num(p)
+        end
+    end
+    for s = 1, #set, 2000 do redis.call('HSET', self.pkey, unpack(set, s, math.min(s + 1999, #set))) end
+    for s = 1, #del, 1000 do redis.call('HDEL', self.pkey, unpack(del, s, math.min(s + 999, #del))) end
+    if self.revealed then redis.call('DEL', self.key .. ':secret') end
+end
+
 -- Writes the call's changes: stream entries first (the one step that can
 -- fail, on a STREAM key of another type or without permission: then
--- nothing is written), then the hash in one HSET (and one HDEL).
+-- nothing is written), then the hash in one HSET (and one HDEL), and a
+-- draw sale's other keys.
 function Sale:flush()
     if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
@@ -1170,8 +1423,7 @@ function Sale:flush()
         set[#set + 1] = 'm'
         set[#set + 1] = meta_fmt(self)
     end
-    local zrem = self.zrem or {}
-    for s = 1, #zrem, 1000 do redis.call('ZREM', self.zkey, unpack(zrem, s, math.min(s + 999, #zrem))) end
+    if self.draw then self:flush_draw() end
     for s = 1, #set, 2000 do redis.call('HSET', self.key, unpack(set, s, math.min(s + 1999, #set))) end
     for s = 1, #del, 1000 do redis.call('HDEL', self.key, unpack(del, s, math.min(s + 999, #del))) end
     return true
@@ -1359,7 +1611,7 @@ local function cmd_init(keys, args)
     if #args < 1 then arity('seckill.init') end
     local total = parse_u64('TOTAL', args[1], 0, MAX_TOTAL)
     local c = {shards = 1, limit = 1, hold = 0, start = 0}
-    local ttl, replace, stream, maxlen, round, peers, draw, fence
+    local ttl, replace, stream, maxlen, round, peers, draw, fence, beacon
     local o = options(args, 2)
     while true do
         local word = o:next_word()
@@ -1407,6 +1659,9 @@ local function cmd_init(keys, args)
         elseif w == 'DRAW' then
             o:once('DRAW')
             draw = true
+        elseif w == 'BEACON' then
+            o:once('BEACON')
+            beacon = o:value('BEACON')
         elseif w == 'FENCE' then
             o:once('FENCE')
             fence = true
@@ -1414,12 +1669,17 @@ local function cmd_init(keys, args)
             unknown_option(word)
         end
     end
-    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
+    -- (In the module's order: START and END, BEACON, then DRAW's END.)
     if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
+    if beacon and not draw then fail('ERR BEACON needs DRAW') end
+    if beacon and (#beacon < 1 or #beacon > 256) then fail('ERR BEACON name must be 1 to 256 bytes') end
+    if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
     if stream then
         if stream == key then fail('ERR STREAM key must differ from the sale key') end
-        if draw and (stream == key .. ':draw' or stream == key .. ':entrants') then
-            fail("ERR STREAM key must differ from the draw sale's keys <key>:draw and <key>:entrants")
+        if draw and (stream == key .. ':entrants' or stream == key .. ':perm' or stream == key .. ':wait'
+                     or stream == key .. ':secret') then
+            fail("ERR STREAM key must differ from the draw sale's keys <key>:entrants, <key>:perm, <key>:wait "
+                .. 'and <key>:secret')
         end
         if key_slot(stream) ~= key_slot(key) then
             fail('ERR STREAM key must hash to the sale key\'s slot: give both one hash tag, as sale:{1001} and sale:{1001}:events')
@@ -1434,10 +1694,25 @@ local function cmd_init(keys, args)
     -- (Read here, so an INFO refusal comes before any write.)
     local replid = fence and server_replid()
     local now = now_ms()
-    local old_seed = before and before.draw and before:dstate().seed
+    local old_seed = before and before.draw and before:get('d')
+    local secret = draw and fresh_seed(key, old_seed)
+    local commit = secret and sha256(secret)
+    -- A draw sale's INIT tells its stream what it committed to (first: the
+    -- one write that can fail).
+    if draw and stream then
+        local args = {stream}
+        if maxlen then args[2], args[3], args[4] = 'MAXLEN', '~', maxlen end
+        for _, v in ipairs({'*', 'event', 'draw_committed', 'commitment', tohex(commit), 'beacon', beacon or ''}) do
+            args[#args + 1] = v
+        end
+        redis.call('XADD', unpack(args))
+    end
     if before then redis.call('DEL', key) end
-    -- A draw's order and arrival list go with the round they belong to.
-    if draw or (before and before.draw) then redis.call('DEL', key .. ':draw', key .. ':entrants') end
+    -- A draw's secret, arrival list, permutation and waitlist go with the
+    -- round they belong to.
+    if draw or (before and before.draw) then
+        redis.call('DEL', key .. ':secret', key .. ':entrants', key .. ':perm', key .. ':wait')
+    end
     local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
                tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
                buyers = 0, hc = 0, hn = 0, hd = 0, t0 = now, lc = now, ci = 0, sent = 0, recv = 0,
@@ -1445,8 +1720,8 @@ local function cmd_init(keys, args)
                layout = (draw and LAYOUT_DRAW or LAYOUT) + (fence and LAYOUT_FENCE or 0), fence = replid}
     local f = {'m', meta_fmt(S), 'k', new_id_key(key)}
     if draw then
-        f[5], f[6] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, nx = 0, ws = -1, nreq = 0, wend = 0,
-                                    seed = fresh_seed(key, old_seed)})
+        f[5], f[6] = 'd', draw_fmt({ne = 0, nd = 0, dstock = -1, dleft = 0, np = 0, ws = -1, nreq = 0, wend = 0,
+                                    wc = -1, commit = commit, digest = ZERO32, beacon = beacon})
     end
     local function add(...)
         for _, v in ipairs({...}) do f[#f + 1] = v end
@@ -1466,7 +1741,11 @@ local function cmd_init(keys, args)
         add('a:' .. num(i), a)
     end
     for s = 1, #f, 2000 do redis.call('HSET', key, unpack(f, s, math.min(s + 1999, #f))) end
-    if ttl then redis.call('PEXPIREAT', key, num(now + ttl * 1000)) end
+    if secret then redis.call('SET', key .. ':secret', secret) end
+    if ttl then
+        redis.call('PEXPIREAT', key, num(now + ttl * 1000))
+        if secret then redis.call('PEXPIREAT', key .. ':secret', num(now + ttl * 1000)) end
+    end
     if before then stock_edge(key, before.rem, total) end
     return redis.status_reply('OK')
 end
@@ -2028,8 +2307,8 @@ local function cmd_enter(keys, args)
     local now = now_ms()
     if now < S.start then return status_count('NOT_STARTED', D.ne) end
     if now >= S.end_ then return status_count('ENDED', D.ne) end
-    redis.call('ZADD', S.zkey, 0, sha256(D.seed .. user) .. user)
     redis.call('RPUSH', S.lkey, user)
+    D.digest = next_digest(D.digest, user, qty)
     S:set(ef, entrant_fmt(qty, 'e', reqid))
     if rf then
         S:set(rf, user)
@@ -2040,7 +2319,7 @@ local function cmd_enter(keys, args)
     return status_count('ENTERED', D.ne)
 end
 
--- `[COUNT n]`, the only option of DRAW and of ENTRANTS after its cursor.
+-- `[COUNT n]`, the only option of ENTRANTS after its cursor.
 local function count_option(args, pos, default, max)
     local count = default
     local o = options(args, pos)
@@ -2056,22 +2335,58 @@ local function count_option(args, pos, default, max)
     return count
 end
 
--- SECKILL.DRAW key [COUNT n] -> [drawn, remaining, left_to_draw]
+-- SECKILL.DRAW key [COUNT n] [BEACON value] -> [drawn, remaining, left_to_draw]
 local function cmd_draw(keys, args)
     local key = one_key(keys, 'seckill.draw')
-    local count = count_option(args, 1, DRAW_COUNT, DRAW_COUNT_MAX)
+    local count, bvalue = DRAW_COUNT, nil
+    local o = options(args, 1)
+    while true do
+        local word = o:next_word()
+        if word == nil then break end
+        local w = option_word(word)
+        if w == 'COUNT' then
+            count = o:number('COUNT', 1, DRAW_COUNT_MAX)
+        elseif w == 'BEACON' then
+            o:once('BEACON')
+            bvalue = o:value('BEACON')
+        else
+            unknown_option(word)
+        end
+    end
     local S = open(key)
     if not S then fail('ERR no such sale') end
     if not S.draw then fail(NOT_DRAW) end
     if S:fenced() then fail(FENCED) end
     local now = now_ms()
     if now < S.end_ then fail('ERR registration is open until END: DRAW runs after it') end
+    local D = S:dstate()
+    if bvalue and (#bvalue < 1 or #bvalue > 1024) then fail('ERR BEACON value must be 1 to 1024 bytes') end
+    if D.beacon then
+        if D.dstock < 0 and not bvalue then
+            fail('ERR the sale declared a beacon: the first DRAW needs BEACON value')
+        end
+        if D.dstock >= 0 and bvalue and bvalue ~= D.bvalue then
+            fail('ERR BEACON differs from the value the draw began with')
+        end
+    elseif bvalue then
+        fail('ERR the sale declared no beacon')
+    end
     local before = S.rem
     S:expire_due(now, LAZY_CHUNK)
-    local D = S:dstate()
     if D.dstock < 0 then
-        -- The first DRAW: the stock it hands out, and the seed revealed.
+        -- The first DRAW: the stock it hands out; the secret read from its
+        -- key (the only read of it) and revealed in `d`; the draw seed.
+        local skey = key .. ':secret'
+        -- (An ACL refusal inside a function cannot be caught: ask first.)
+        if not redis.acl_check_cmd('GET', skey) then
+            fail("NOPERM this user has no permission to read the draw sale's secret key <key>:secret")
+        end
+        local ok, secret = pcall(redis.call, 'GET', skey)
+        if not ok or type(secret) ~= 'string' or #secret ~= 32 or sha256(secret) ~= D.commit then fail(SECRET_MISSING) end
+        D.secret, D.bvalue = secret, D.beacon and bvalue or nil
+        D.S = sha256(secret .. D.digest .. (D.bvalue or ''))
         D.dstock, D.dleft, D.dirty = S.rem, S.rem, true
+        S.revealed = true
     end
     local made = S:draw_step(math.min(count, DRAW_CALL_MAX), now)
     S:finish(before)
@@ -2164,7 +2479,7 @@ local function register(name, body, flags, description)
     redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
 end
 
-register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW] [FENCE]')
+register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW [BEACON name]] [FENCE]')
 register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
 register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
 register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
@@ -2174,7 +2489,7 @@ register('seckill_get', cmd_get, {'no-writes'}, 'SECKILL.GET key rid')
 register('seckill_send', cmd_send, {}, 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
 register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_total ROUND round')
 register('seckill_enter', cmd_enter, {}, 'SECKILL.ENTER key user [QTY n] [REQID id]')
-register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n]')
+register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n] [BEACON value]')
 register('seckill_entrants', cmd_entrants, {'no-writes'}, 'SECKILL.ENTRANTS key cursor [COUNT n]')
 register('seckill_unfence', cmd_unfence, {'allow-oom'}, 'SECKILL.UNFENCE key')
 register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')

@@ -8,9 +8,11 @@ Sales whose holds a test expires by hand are created with a direct
 through SECKILL.INIT."""
 
 import hashlib
+import json
 import os
 import random
 import re
+import shlex
 import struct
 import sys
 import time
@@ -24,6 +26,17 @@ from RLTest import Env  # noqa: E402
 from seckill_backend import LIBRARY  # noqa: E402
 from seckill_helpers import (FUNCTIONS, RawConn, check_invariant, digest, digest_value, get, info,  # noqa: E402
                              reserve, server_ms, wait_aof_rewrite, wait_for)
+from test_draw import _draw_order, _entrants_digest  # noqa: E402  (the contract's order, recomputed)
+
+
+def draw_order(seed_hex, entrants, beacon_value=None):
+    """[(user, qty)] in arrival order -> the entrants in the v2 draw order
+    (test_draw's one recomputation of it)."""
+    return _draw_order(seed_hex, entrants, beacon_value)[2]
+
+
+def entrants_digest(entrants):
+    return _entrants_digest(entrants)
 
 
 def _env(**kw):
@@ -319,8 +332,16 @@ def test_a_hash_that_is_not_a_sale():
     for cmd in (['SECKILL.INFO', 'h'], ['SECKILL.RESERVE', 'h', 'u'], ['SECKILL.RELEASE', 'h', 'r'],
                 ['SECKILL.INIT', 'h', 5], ['SECKILL.INIT', 'h', 5, 'REPLACE']):
         env.expect(*cmd).error().contains('WRONGTYPE')
-    c.hset('v2', 'm', struct.pack('<23d', 5, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
+    c.hset('v2', 'm', struct.pack('<23d', 9, *[0] * 22) + b'0:0:0:0:')   # a sale of a later layout
     env.expect('SECKILL.INFO', 'v2').error().contains('another version of the seckill library')
+    # A draw sale of draws v1 (layout 2, 4 with FENCE: the order in <key>:draw,
+    # the seed in the hash) is refused the same way, by every function.
+    for layout in (2, 4):
+        c.hset('v1:%d' % layout, 'm', struct.pack('<23d', layout, *[0] * 22) + b'0:0:0:0:')
+        for cmd in (['SECKILL.INFO'], ['SECKILL.ENTER', 'u'], ['SECKILL.DRAW'], ['SECKILL.ENTRANTS', 0],
+                    ['SECKILL.INIT', 5, 'REPLACE']):
+            env.expect(cmd[0], 'v1:%d' % layout, *cmd[1:]).error().contains(
+                'written by another version of the seckill library (layout %d)' % layout)
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
 
 
@@ -528,21 +549,20 @@ def _entrants(r, key, count=3):
             return out
 
 
-def _draw_order(seed, users):
-    return sorted(users, key=lambda u: hashlib.sha256(seed + u).digest())
-
-
-def test_draw_order_is_ascending_sha256_of_seed_and_user():
-    """INFO publishes SHA-256(seed) from INIT on and reveals the seed at the
-    first DRAW; the zset's members are SHA-256(seed || user) .. user; the
-    winners are those of a Python walk of ascending SHA-256(seed || user)
-    over draw_stock; ENTRANTS pages in arrival order."""
+def test_draw_order_is_fisher_yates_of_the_draw_seed():
+    """INFO publishes SHA-256(secret) and the entrant digest from INIT on and
+    reveals the secret and the draw seed at the first DRAW; the winners are
+    those of a Python walk of the v2 draw order (Fisher-Yates driven by
+    SHA-256(secret || digest)) over draw_stock, with binary user ids of
+    every length around SHA-256's padding; ENTRANTS pages in arrival order;
+    <key>:wait holds the waiting entrants the walk looked at, scored by
+    their draw position."""
     env, c = _env()
     r = _raw(c)
     K = 'd:{o}'
     rng = random.Random(5)
-    # Users whose seed || user hits the padding boundaries, binary bytes too.
-    lengths = [1, 2, 22, 23, 24, 25, 31, 32, 33, 86, 87, 88, 95, 96, 200, 256]
+    # Users whose D || len || user || qty hits the padding boundaries, binary bytes too.
+    lengths = [1, 2, 15, 16, 17, 22, 23, 24, 25, 31, 32, 33, 79, 80, 81, 86, 87, 88, 95, 96, 200, 256]
     users = [bytes([65 + i]) + bytes(rng.randrange(256) for _ in range(n - 1)) for i, n in enumerate(lengths)]
     users += [b'user:%d' % i for i in range(30)]
     entries = [(u, rng.choice((1, 1, 2, 3)), b'order-%d' % i if i % 3 else None) for i, u in enumerate(users)]
@@ -550,8 +570,11 @@ def test_draw_order_is_ascending_sha256_of_seed_and_user():
     before = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
     env.assertEqual((before['mode'], before['entrants'], before['drawn'], before['seed'], before['draw_stock']),
                     (b'draw', len(users), 0, None, None))
+    env.assertEqual((before['beacon'], before['beacon_value'], before['draw_seed']), (None, None, None))
     env.assertEqual((before['left_to_draw'], before['waitlist']), (len(users), 0))
     env.assertEqual(len(before['seed_commitment']), 64)
+    digest_ = entrants_digest([(u, q) for u, q, _ in entries])
+    env.assertEqual(before['entrants_digest'], digest_.hex().encode())
     env.assertEqual(r.execute_command('FCALL', 'seckill_reserve', 1, K, 'x'), [b'DRAW', None, 20])
     _wait_end(env, c, end)
     calls = 0
@@ -567,30 +590,37 @@ def test_draw_order_is_ascending_sha256_of_seed_and_user():
     env.assertEqual(len(seed), 32)
     env.assertEqual(after['seed_commitment'], before['seed_commitment'])
     env.assertEqual(hashlib.sha256(seed).hexdigest().encode(), after['seed_commitment'])
+    env.assertEqual(after['entrants_digest'], digest_.hex().encode())
+    env.assertEqual(after['draw_seed'], hashlib.sha256(seed + digest_).hexdigest().encode())
+    env.assertEqual((after['beacon'], after['beacon_value']), (None, None))
     env.assertEqual(after['draw_stock'], 20)
-    # The waiting entrants' draw keys, as the server stored them, in order.
-    members = r.zrange(K + ':draw', 0, -1)
-    env.assertEqual(members, sorted(members))
-    for m in members:
-        env.assertEqual(m[:32], hashlib.sha256(seed + m[32:]).digest())
     # ENTRANTS: arrival order, and the winners of a walk of the draw order.
     listed = _entrants(r, K)
     env.assertEqual([(u, q) for u, q, _ in listed], [(u, q) for u, q, _ in entries])
+    order = [u for u, _ in draw_order(seed.hex(), [(u, q) for u, q, _ in entries])]
     qty = {u: q for u, q, _ in entries}
-    left, winners = 20, set()
-    for u in _draw_order(seed, users):
+    left, winners, looked = 20, set(), 0
+    for u in order:
+        if left == 0:
+            break
+        looked += 1
         if qty[u] <= left:
             winners.add(u)
             left -= qty[u]
     env.assertEqual({u for u, _, res in listed if res == 'drawn'}, winners)
     env.assertEqual({u for u, _, res in listed if res == 'entered'}, set(users) - winners)
-    env.assertEqual(sorted(m[32:] for m in members), sorted(set(users) - winners))
+    # The waiting entrants the walk looked at, at their draw positions.
+    waiting = r.zrange(K + ':wait', 0, -1, withscores=True)
+    env.assertEqual(waiting, [(u, float(i)) for i, u in enumerate(order[:looked]) if u not in winners])
     env.assertEqual((after['drawn'], after['left_to_draw'], after['waitlist']),
                     (len(winners), 0, len(users) - len(winners)))
     env.assertEqual(after['remaining'], left)
-    # Each winner: a pending reservation under its REQID, a `reserved` entry with via draw.
+    # The stream: INIT's commitment, then each winner in draw order, a
+    # pending reservation under its REQID with `via draw`.
     events = [e[1] for e in r.xrange(K + ':ev')]
-    env.assertEqual(sorted(e[b'user'] for e in events), sorted(winners))
+    env.assertEqual(events[0], {b'event': b'draw_committed', b'commitment': after['seed_commitment'], b'beacon': b''})
+    events = events[1:]
+    env.assertEqual([e[b'user'] for e in events], [u for u in order if u in winners])
     reqid = {u: q for u, _, q in entries}
     for e in events:
         env.assertEqual((e[b'event'], e[b'via']), (b'reserved', b'draw'))
@@ -599,11 +629,210 @@ def test_draw_order_is_ascending_sha256_of_seed_and_user():
     # DRAW again: nothing more; ENTER: DRAWN.
     env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, K), [0, left, 0])
     env.assertEqual(r.execute_command('FCALL', 'seckill_enter', 1, K, 'late'), [b'DRAWN', len(users)])
-    # REPLACE: a new round, a new seed.
+    # REPLACE: a new round, a new secret; the old round's keys are gone.
     env.assertOk(_init(c, K, 5, 'DRAW', 'END', server_ms(c) + 60000, 'REPLACE'))
     again = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
     env.assertNotEqual(again['seed_commitment'], after['seed_commitment'])
-    env.assertEqual((again['entrants'], r.exists(K + ':draw', K + ':entrants')), (0, 0))
+    env.assertEqual(again['entrants_digest'], b'0' * 64)
+    env.assertEqual((again['entrants'], r.exists(K + ':entrants', K + ':perm', K + ':wait')), (0, 0))
+    env.assertEqual(hashlib.sha256(r.get(K + ':secret')).hexdigest().encode(), again['seed_commitment'])
+    # A plain sale replacing it takes the draw's keys with it.
+    r.execute_command('FCALL', 'seckill_enter', 1, K, 'someone')
+    env.assertOk(_init(c, K, 5, 'REPLACE'))
+    env.assertEqual(r.exists(K + ':secret', K + ':entrants', K + ':perm', K + ':wait'), 0)
+
+
+def test_the_secret_stays_out_of_the_sale_hash_until_the_draw():
+    """INIT writes the 32-byte secret to <key>:secret alone (SHA-256 of it is
+    the commitment): no field of the sale hash, and no byte string of its
+    DUMP, holds it before the first DRAW. That DRAW copies it into the hash
+    (INFO's `seed`) and deletes <key>:secret; a TTL given at INIT applies to
+    the secret key too."""
+    env, c = _env()
+    r = _raw(c)
+    K = 'sec:{1}'
+    end = _draw_sale(env, r, K, 3, 'TTL', 3600, users=[(b'u%d' % i, 1, None) for i in range(10)], end_in=1500)
+    secret = r.get(K + ':secret')
+    env.assertEqual(len(secret), 32)
+    rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertEqual(hashlib.sha256(secret).hexdigest().encode(), rep['seed_commitment'])
+    env.assertIsNone(rep['seed'])
+    env.assertGreater(r.pttl(K + ':secret'), 3000 * 1000)
+    for k in r.scan_iter(match=K + '*'):
+        if k != (K + ':secret').encode():
+            env.assertNotContains(secret, r.dump(k), message=k)
+    for f, v in r.hgetall(K).items():
+        env.assertNotContains(secret, f)
+        env.assertNotContains(secret, v)
+    _wait_end(env, c, end)
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, K)[2], 0)
+    rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertEqual(rep['seed'], secret.hex().encode())
+    env.assertEqual(r.exists(K + ':secret'), 0)
+    env.assertContains(secret, r.hget(K, 'd'))
+    # A sale whose secret key went missing (or was replaced) is refused at its
+    # first DRAW, and nothing changes.
+    end = _draw_sale(env, r, 'sec:{2}', 3, users=[(b'a', 1, None)], end_in=500)
+    r.set('sec:{2}:secret', b'x' * 32)
+    _wait_end(env, c, end)
+    before = digest(c)
+    env.expect('FCALL', 'seckill_draw', 1, 'sec:{2}').error().contains(
+        "secret key <key>:secret is missing or does not match its seed_commitment")
+    r.delete('sec:{2}:secret')
+    env.expect('FCALL', 'seckill_draw', 1, 'sec:{2}').error().contains('secret key <key>:secret is missing')
+    r.set('sec:{2}:secret', b'x' * 32)
+    env.assertEqual(digest(c), before)
+
+
+def _library_role(name):
+    """The words of docs/operations.md's ACL SETUSER line for `name` on the
+    Functions library (the lines with +fcall)."""
+    doc = os.path.join(os.path.dirname(LIBRARY), '..', 'docs', 'operations.md')
+    for line in re.findall(r'^ACL SETUSER .*$', open(doc).read(), re.M):
+        words = shlex.split(line)
+        if words[2] == name and '+fcall' in words:
+            return words
+    raise AssertionError('docs/operations.md has no library line for %s' % name)
+
+
+def test_enter_needs_no_access_to_the_secret():
+    """The documented front end (docs/operations.md, the library's `shop`
+    line) enters a draw sale, reads INFO and ENTRANTS, and releases a
+    winner's reservation (the waitlist's turn), although its key patterns
+    do not match <key>:secret: not even with GET added. Its DRAW is
+    refused (NOPERM, nothing changes); the driver's DRAW reads the secret."""
+    env, c = _env()
+    K = 'sale:{d}'
+    end = _draw_sale(env, c, K, 2, 'HOLD', 60000, end_in=1500)
+    shop_line = _library_role('shop')
+    c.execute_command(*shop_line)
+    kw = c.connection_pool.connection_kwargs
+    shop = redis.Redis(host=kw.get('host', 'localhost'), port=kw['port'], username='shop',
+                       password=next(w[1:] for w in shop_line if w.startswith('>')), decode_responses=True)
+    for i in range(6):
+        env.assertEqual(shop.execute_command('FCALL', 'seckill_enter', 1, K, 'u%d' % i, 'REQID', 'r%d' % i),
+                        ['ENTERED', i + 1])
+    env.assertEqual(info(shop, K)['entrants_digest'], info(c, K)['entrants_digest'])
+    # The shop's key patterns, with GET and DUMP: still no access to the secret.
+    patterns = [w for w in shop_line if w.startswith('~') or w.startswith('%')]
+    c.execute_command('ACL', 'SETUSER', 'probe', 'reset', 'on', 'nopass', *patterns, '+get', '+dump', '+type')
+    probe = redis.Redis(host=kw.get('host', 'localhost'), port=kw['port'], username='probe', password='x')
+    for cmd in (['GET', K + ':secret'], ['DUMP', K + ':secret']):
+        try:
+            probe.execute_command(*cmd)
+            env.assertTrue(False, message='%r was allowed to the shop\'s patterns' % (cmd,))
+        except redis.exceptions.NoPermissionError:
+            pass
+    env.assertEqual(probe.execute_command('TYPE', K), b'hash')   # (the patterns do match the sale)
+    # Every other key under sale: matches (any sale name, the stream, the
+    # draw's other keys, the sync keys); no key ending in :secret does.
+    for k in ('sale:{d}:entrants', 'sale:{d}:perm', 'sale:{d}:wait', 'sale:{d}:events', 'sale:{roles}17', 'sale:1001',
+              'sale:{d}:seckill-sync', 'sale:{d}:secrets', 'sale:{d}xsecret', 'sale:{x}:ecret', 'sale:{d}:Secret'):
+        env.assertIn(probe.execute_command('TYPE', k), (b'none', b'list', b'hash', b'zset'), message=k)
+    for k in ('sale:{d}:secret', 'sale:1001:secret', 'sale:{x}:y:secret', 'sale::secret'):
+        try:
+            probe.execute_command('TYPE', k)
+            env.assertTrue(False, message='the shop\'s patterns match %s' % k)
+        except redis.exceptions.NoPermissionError:
+            pass
+    _wait_end(env, c, end)
+    before = digest(c)
+    try:
+        shop.execute_command('FCALL', 'seckill_draw', 1, K)
+        env.assertTrue(False, message="the shop's DRAW was allowed")
+    except redis.exceptions.NoPermissionError as e:
+        env.assertContains('<key>:secret', str(e))
+    env.assertEqual(digest(c), before)
+    # The driver draws; the shop's RELEASE gives the unit to the waitlist.
+    c.execute_command(*_library_role('sale-driver'))
+    driver = redis.Redis(host=kw.get('host', 'localhost'), port=kw['port'], username='sale-driver',
+                         password='driver-password', decode_responses=True)
+    env.assertEqual(driver.execute_command('FCALL', 'seckill_draw', 1, K), [2, 0, 0])
+    listed = shop.execute_command('FCALL_RO', 'seckill_entrants', 1, K, 0)[1]
+    winner = [listed[i] for i in range(0, len(listed), 3) if listed[i + 2] == 'drawn'][0]
+    env.assertEqual(shop.execute_command('FCALL', 'seckill_release', 1, K, 'r' + winner[1:]), ['RELEASED', 0])
+    r = info(c, K)
+    env.assertEqual((r['drawn'], r['waitlist'], r['invariant']), (3, 3, 'ok'))
+
+
+def test_beacon_errors_change_nothing():
+    """BEACON at INIT (only with DRAW, a name of 1 to 256 bytes) and at DRAW
+    (1 to 1024 bytes; the first DRAW of a sale that declared one needs it, a
+    later one must repeat it or leave it out; a sale that declared none
+    refuses it): each error changes nothing, and comes after the existing
+    errors (no sale, not a draw sale, registration open). The value the
+    first DRAW took is in INFO and in the draw seed."""
+    env, c = _env()
+    r = _raw(c)
+    now = server_ms(c)
+    _init(c, 'plain', 5)
+    _draw_sale(env, c, 'open', 5, 'BEACON', 'drand round 9', end_in=600000)
+    for args, text in [
+        (['i', 5, 'BEACON', 'x'], 'BEACON needs DRAW'),
+        (['i', 5, 'END', now + 10000, 'BEACON', 'x'], 'BEACON needs DRAW'),
+        (['i', 5, 'BEACON', ''], 'BEACON needs DRAW'),
+        (['i', 5, 'START', 9, 'END', 8, 'DRAW', 'BEACON', ''], 'START must be before END'),
+        (['i', 5, 'DRAW', 'BEACON', ''], 'BEACON name must be 1 to 256 bytes'),
+        (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON', ''], 'BEACON name must be 1 to 256 bytes'),
+        (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON', 'n' * 257], 'BEACON name must be 1 to 256 bytes'),
+        (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON'], 'BEACON needs a value'),
+        (['i', 5, 'END', now + 10000, 'DRAW', 'BEACON', 'a', 'BEACON', 'b'], 'option BEACON given twice'),
+    ]:
+        before = digest(c)
+        env.expect('FCALL', 'seckill_init', 1, *args).error().contains(text)
+        env.assertEqual(digest(c), before)
+    end = _draw_sale(env, r, 'b:{1}', 3, 'BEACON', b'drand quicknet round 1234567',
+                     users=[(b'u%d' % i, 1, None) for i in range(12)], end_in=1500)
+    end = max(end, _draw_sale(env, r, 'n:{1}', 3, users=[(b'u%d' % i, 1, None) for i in range(12)], end_in=1500))
+    env.assertEqual(info(c, 'b:{1}')['beacon'], 'drand quicknet round 1234567')
+    # The existing errors come first.
+    for args, text in [
+        (['nokey', 'BEACON', ''], 'no such sale'),
+        (['plain', 'BEACON', 'v'], 'not a draw sale'),
+        (['open', 'BEACON', ''], 'registration is open until END'),
+        (['open'], 'registration is open until END'),
+        (['b:{1}', 'BEACON'], 'BEACON needs a value'),
+        (['b:{1}', 'BEACON', 'v', 'BEACON', 'v'], 'option BEACON given twice'),
+    ]:
+        before = digest(c)
+        env.expect('FCALL', 'seckill_draw', 1, *args).error().contains(text)
+        env.assertEqual(digest(c), before)
+    _wait_end(env, c, end)
+    value = b'\x00beacon value \xff' + b'v' * 100
+    for key, args, text in [
+        ('b:{1}', ['BEACON', ''], 'BEACON value must be 1 to 1024 bytes'),
+        ('b:{1}', ['BEACON', 'v' * 1025], 'BEACON value must be 1 to 1024 bytes'),
+        ('b:{1}', [], 'the sale declared a beacon: the first DRAW needs BEACON value'),
+        ('b:{1}', ['COUNT', 1], 'the sale declared a beacon: the first DRAW needs BEACON value'),
+        ('n:{1}', ['BEACON', 'v'], 'the sale declared no beacon'),
+        ('n:{1}', ['BEACON', ''], 'BEACON value must be 1 to 1024 bytes'),
+    ]:
+        before = digest(c)
+        env.expect('FCALL', 'seckill_draw', 1, key, *args).error().contains(text)
+        env.assertEqual(digest(c), before)
+    # The first DRAW takes the value (options in any order) ...
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, 'b:{1}', 'BEACON', value, 'COUNT', 1), [1, 2, 11])
+    # ... a later DRAW may repeat it or leave it out, not change it.
+    before = digest(c)
+    env.expect('FCALL', 'seckill_draw', 1, 'b:{1}', 'BEACON', 'other').error().contains(
+        'BEACON differs from the value the draw began with')
+    env.assertEqual(digest(c), before)
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, 'b:{1}', 'COUNT', 1, 'BEACON', value), [1, 1, 10])
+    env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, 'b:{1}'), [1, 0, 0])
+    before = digest(c)
+    env.expect('FCALL', 'seckill_draw', 1, 'b:{1}', 'BEACON', 'other').error().contains('BEACON differs')
+    env.expect('FCALL', 'seckill_draw', 1, 'n:{1}', 'BEACON', 'v').error().contains('the sale declared no beacon')
+    env.assertEqual(digest(c), before)
+    rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, 'b:{1}'))
+    env.assertEqual((rep['beacon'], rep['beacon_value']), (b'drand quicknet round 1234567', value))
+    seed = bytes.fromhex(rep['seed'].decode())
+    ents = [(b'u%d' % i, 1) for i in range(12)]
+    env.assertEqual(rep['draw_seed'], hashlib.sha256(seed + entrants_digest(ents) + value).hexdigest().encode())
+    won = [u for u, _, res in _entrants(r, 'b:{1}') if res == 'drawn']
+    env.assertEqual(sorted(won), sorted(u for u, _ in draw_order(seed.hex(), ents, value)[:3]))
+    # FORMAT JSON: the beacon's fields, null where none.
+    doc = json.loads(c.execute_command('FCALL_RO', 'seckill_info', 1, 'n:{1}', 'FORMAT', 'JSON'))
+    env.assertEqual((doc['beacon'], doc['beacon_value'], doc['seed']), (None, None, None))
 
 
 def test_draw_commands_refuse():
@@ -666,12 +895,12 @@ def test_waitlist_follows_the_draw_order():
     env.assertEqual(r.execute_command('FCALL', 'seckill_draw', 1, K)[2], 0)
     seed = bytes.fromhex(_bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))['seed'].decode())
     qty = {u: q for u, q, _ in entries}
-    order = _draw_order(seed, [u for u, _, _ in entries])
+    order = [u for u, _ in draw_order(seed.hex(), [(u, q) for u, q, _ in entries])]
     result, left = {u: 'entered' for u in qty}, 12
     for u in order:
         if qty[u] <= left:
             result[u], left = 'drawn', left - qty[u]
-    rid = {e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev')}
+    rid = {e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev') if e[1][b'event'] == b'reserved'}
     live = [u for u in order if result[u] == 'drawn']
     stock = left
     while live:
@@ -689,7 +918,7 @@ def test_waitlist_follows_the_draw_order():
         env.assertEqual(rep['waitlist'], list(result.values()).count('entered'))
         env.assertEqual(rep['invariant'], b'ok')
     env.assertEqual(list(result.values()).count('entered'), 0)   # every entrant had its turn
-    env.assertEqual(r.zcard(K + ':draw'), 0)
+    env.assertEqual(r.zcard(K + ':wait'), 0)
     vias = [e[1].get(b'via') for e in r.xrange(K + ':ev') if e[1][b'event'] == b'reserved']
     env.assertEqual(vias.count(b'waitlist'), list(result.values()).count('promoted'))
 
@@ -730,3 +959,60 @@ def test_draw_on_a_replica():
     env.assertEqual(_entrants(_raw(replica), K), _entrants(_raw(c), K))
     env.assertEqual(info(replica, K), info(c, K))
     env.assertEqual(digest(replica), digest(c))
+
+
+def test_waitlist_scan_goes_on_where_it_stopped():
+    """A unit nobody near the head of the waitlist can take: each call
+    looks at a bounded part of the waitlist (512 waiting entrants, of them
+    at most 128 draw positions not reached yet), the next call goes on
+    from there while the stock has not grown, and the unit goes to the
+    first entrant in draw order whose QTY fits, as a Python walk of the
+    v2 order says."""
+    env, c = _env()
+    r = _raw(c)
+    K = 'g:{1}'
+    n = 1500
+    entries = [(b'u%d' % i, 1 if i % 300 == 299 else 3, None) for i in range(n)]
+    end = _draw_sale(env, r, K, 7, 'LIMIT', 3, 'STREAM', K + ':ev', users=entries, end_in=2000)
+    _wait_end(env, c, end)
+    calls = 0
+    while r.execute_command('FCALL', 'seckill_draw', 1, K)[2]:
+        calls += 1
+    seed = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))['seed'].decode()
+    order = [(u, q) for u, q in draw_order(seed, [(u, q) for u, q, _ in entries])]
+    left, won, looked = 7, [], 0
+    for u, q in order:
+        if left == 0:
+            break
+        looked += 1
+        if q <= left:
+            won.append(u)
+            left -= q
+    listed = {u: res for u, _, res in _entrants(r, K, 1000)}
+    env.assertEqual(sorted(u for u, res in listed.items() if res == 'drawn'), sorted(won))
+    env.assertGreaterEqual(calls, (looked - 1) // 200)   # at most 200 looked at a DRAW call
+    env.assertEqual(r.zcard(K + ':wait'), looked - len(won))
+    # The 1-unit winner gives its unit back: the next 1-unit entrant in draw order takes it.
+    ones = [u for u, q in order if q == 1]
+    winner = next(u for u in won if dict(order)[u] == 1)
+    want = next((u for u in ones if u not in won), None)
+    rid = {e[1][b'user']: e[1][b'rid'] for e in r.xrange(K + ':ev') if e[1][b'event'] == b'reserved'}
+    env.assertEqual(r.execute_command('FCALL', 'seckill_release', 1, K, rid[winner])[0], b'RELEASED')
+    pos = [u for u, _ in order].index(want) if want else n
+    waiting_before = sum(1 for u, _ in order[:pos] if u not in won)
+    steps = 1
+    while {u: res for u, _, res in _entrants(r, K, 1000)}.get(want) != 'promoted':
+        env.assertEqual(_expire(c, K), 0)
+        steps += 1
+        env.assertLess(steps, 100)
+    # Each call looked at 512 waiting entrants at most, 128 of them unreached.
+    stored, unreached = looked - len(won), max(0, waiting_before - (looked - len(won)))
+    env.assertGreaterEqual(steps, max(-(-min(stored, waiting_before) // 512), -(-unreached // 128), 1))
+    listed = {u: res for u, _, res in _entrants(r, K, 1000)}
+    env.assertEqual([u for u, res in listed.items() if res == 'promoted'], [want])
+    rep = _bdict(r.execute_command('FCALL_RO', 'seckill_info', 1, K))
+    env.assertEqual((rep['remaining'], rep['invariant'], rep['drawn']), (0, b'ok', len(won) + 1))
+    # With nothing to give, further calls change nothing.
+    before = digest(c)
+    env.assertEqual(_expire(c, K), 0)
+    env.assertEqual(digest(c), before)

@@ -61,7 +61,7 @@ def _info_calls(c):
 
 def test_fence_sale_records_the_id_in_its_settings():
     """A FENCE sale's `m` carries the replication id as a fifth string and
-    has its own layout (3, a draw sale 4), which library 1.1.0 refuses
+    has its own layout (3, a draw sale 7), which library 1.1.0 refuses
     rather than sell through a failover; a plain sale's `m` is what it was.
     UNFENCE rewrites only `m`, only the id in it."""
     env, c = _env()
@@ -71,7 +71,7 @@ def test_fence_sale_records_the_id_in_its_settings():
     env.assertOk(_init(c, 'd:{1}', 10, 'END', 10 ** 13, 'DRAW', 'FENCE'))
     env.assertEqual(_meta(c, 'f:{1}'), (3, b'8:f:{1}:ev5:f:{1}0:0:40:' + replid.encode()))
     env.assertEqual(_meta(c, 'p:{1}'), (1, b'0:0:0:0:'))
-    env.assertEqual(_meta(c, 'd:{1}'), (4, b'0:0:0:0:40:' + replid.encode()))
+    env.assertEqual(_meta(c, 'd:{1}'), (7, b'0:0:0:0:40:' + replid.encode()))
     reserve(c, 'f:{1}', 'u1')                    # the three-call path
     reserve(c, 'f:{1}', 'u1', 'REQID', 'q1')     # the general path (a buyer with units)
     entries = [e[1] for e in c.xrange('f:{1}:ev')]
