@@ -120,6 +120,7 @@ SKIPS = {
     'test_sales_list:test_replica_follows_effects_and_full_syncs': NO_SALES_LIST,
     'test_sales_list:test_keyless_read_only_command': "SECKILL.SALES's command flags",
     'test_sales_list:test_cost_at_a_million_keys': NO_SALES_LIST,
+    'test_sales_list:test_with_counts_follow_each_sales_report': NO_SALES_LIST,
     'test_atomic_migration:test_sale_moves_whole_while_buyers_keep_reserving':
         "the module's atomic slot migration (its own servers load the module)",
     'test_atomic_migration:test_target_state_at_cutover_is_the_source_state_and_back':
