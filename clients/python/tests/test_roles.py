@@ -58,9 +58,41 @@ def users(r, backend, redis_server):
         c.close()
 
 
+def _glob(pattern: str) -> 're.Pattern[str]':
+    """Redis's key glob (`*`, `?`, `[...]`, `[^...]`) as a regex."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == '*':
+            out.append('.*')
+        elif ch == '?':
+            out.append('.')
+        elif ch == '[' and ']' in pattern[i + 1:]:
+            j = pattern.index(']', i + 1)
+            body = pattern[i + 1:j]
+            out.append('[^%s]' % re.escape(body[1:]) if body.startswith('^') else '[%s]' % re.escape(body))
+            i = j
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return re.compile(''.join(out) + r'\Z', re.S)
+
+
+def _reaches(words, key: str) -> bool:
+    return any(_glob(w[1:]).match(key) for w in words if w.startswith('~'))
+
+
 def test_lines_differ_only_by_backend(backend):
+    """Every role can PING and starts from reset; the sale's keys are in
+    reach, and on the library only the driver, which runs the first DRAW,
+    reaches a draw sale's secret (<key>:secret until then; the module keeps
+    it in the sale's value, out of every role's commands but the driver's)."""
     for role, words in role_lines(backend).items():
-        assert '+ping' in words and 'reset' in words and '~sale:*' in words, role
+        assert '+ping' in words and 'reset' in words, role
+        for key in ('sale:{t}', 'sale:{t}:events', 'sale:{t}:entrants', 'sale:{t}:perm', 'sale:{t}:wait'):
+            assert _reaches(words, key), (role, key)
+        if backend == 'functions':
+            assert _reaches(words, 'sale:{t}:secret') == (role == 'sale-driver'), role
 
 
 def test_shop_reserves_and_pays(users, r, store):
