@@ -302,8 +302,8 @@ def test_draw_bad_arguments_change_nothing():
 
 def test_draw_beacon_errors_change_nothing():
     env, c = _env()
-    end = _draw_sale(c, 'd:{bc}', 3, 500, 'BEACON', 'drand round 9')
-    _draw_sale(c, 'd:{nb}', 3, 500)
+    end = _draw_sale(c, 'd:{bc}', 3, 2000, 'BEACON', 'drand round 9')
+    end = max(end, _draw_sale(c, 'd:{nb}', 3, 2000))   # created later: it ends later
     for key in ('d:{bc}', 'd:{nb}'):
         for i in range(10):
             c.execute_command('SECKILL.ENTER', key, 'u%d' % i)
