@@ -314,6 +314,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--force', action='store_true', help='load even an older version')
     s.set_defaults(func=cmd_functions)
 
+    s = sub.add_parser('commitment', help="what a draw sale's shop publishes before END: the "
+                       "seed commitment and the beacon's name, as JSON (with --split: "
+                       '{part key: commitment}, the file verify-draw --commitment @FILE reads)')
+    s.add_argument('key', help='the sale key (with --split: the split sale\'s name)')
+    s.add_argument('--redis', default=argparse.SUPPRESS, help='Redis URL (as the global --redis)')
+    s.add_argument('--split', action='store_true', help='KEY is a split sale: every part')
+    s.add_argument('--cluster', action='store_true', help='--redis is a node of a Redis Cluster')
+    s.set_defaults(func=cmd_commitment)
+
     s = sub.add_parser('verify-draw', help="check a draw sale's draw against what the shop "
                        'published: the commitment, the beacon, the entrant digest recomputed from '
                        'ENTRANTS, the draw seed, the winners of the Fisher-Yates order, the '
@@ -351,6 +360,44 @@ def cmd_functions(a: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return 2
     print(message)
+    return 0
+
+
+def cmd_commitment(a: argparse.Namespace) -> int:
+    """Print what to publish before END; exit 1 when KEY is not a draw sale.
+    A sale: {"key", "commitment", "beacon"}. A split sale: {part key:
+    commitment} on stdout (verify-draw's @FILE form) and the beacon's name,
+    if any, on stderr."""
+    from . import draw as d
+    from .sale import Sale
+    if a.cluster:
+        from redis.cluster import RedisCluster
+        r = RedisCluster.from_url(a.redis, decode_responses=True, socket_timeout=30)
+    else:
+        r = _redis(a.redis, socket_timeout=30)
+    try:
+        if a.split:
+            from .split import SplitSale
+            try:
+                published = SplitSale(r, a.key).commitments()
+            except LookupError as exc:
+                print('%s: %s' % (a.key, exc), file=sys.stderr)
+                return 1
+            infos = [d.draw_info(Sale(r, part).info()) for part in published]
+            if not published or None in infos:
+                print('%s: not a split draw sale' % a.key, file=sys.stderr)
+                return 1
+            print(json.dumps(published, sort_keys=True))
+            if infos[0].beacon is not None:
+                print('beacon: %s' % infos[0].beacon, file=sys.stderr)
+            return 0
+        info = d.draw_info(Sale(r, a.key).info())
+    finally:
+        r.close()
+    if info is None:
+        print('%s: not a draw sale (no such key, or INIT without DRAW)' % a.key, file=sys.stderr)
+        return 1
+    print(json.dumps({'key': a.key, 'commitment': info.seed_commitment, 'beacon': info.beacon}))
     return 0
 
 

@@ -177,6 +177,10 @@ def test_enter_draw_verify(backend_client, monkeypatch, capsys):
 
     # the command line (it detects the backend itself), on the real server
     url = 'redis://127.0.0.1:%d/0' % r.connection_pool.connection_kwargs['port']
+    capsys.readouterr()
+    assert cli.main(['commitment', '--redis', url, 'sale:{de}']) == 0
+    assert json.loads(capsys.readouterr().out) == {'key': 'sale:{de}', 'commitment': commitment, 'beacon': None}
+    assert cli.main(['commitment', '--redis', url, 'sale:{none}']) == 1
     assert cli.main(['verify-draw', '--redis', url, 'sale:{de}', '--commitment', commitment]) == 0
     assert cli.main(['--redis', url, 'verify-draw', '--json', 'sale:{de}',
                      '--commitment', commitment]) == 0
@@ -399,7 +403,7 @@ def test_split_rebalance_reaches_the_shares_and_survives_a_crash(r):
     assert again._run(again.core.drawer.rebalance(lay, weights))['transfers'] == 0
 
 
-def test_split_draw(backend_client):
+def test_split_draw(backend_client, capsys, tmp_path):
     dr, backend = backend_client
     parts, stock = 4, 60
     sale = SplitSale(dr, 'sd', backend=backend)
@@ -450,6 +454,14 @@ def test_split_draw(backend_client):
     assert cli.main(['verify-draw', '--redis', url, '--split', 'sd'] +
                     ['--commitment=%s=%s' % kv for kv in published.items()]) == 0
     assert cli.main(['verify-draw', '--redis', url, '--split', 'sd']) == 3
+    # what the CLI prints to publish is the file verify-draw reads
+    capsys.readouterr()
+    assert cli.main(['commitment', '--redis', url, '--split', 'sd']) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out) == published
+    path = tmp_path / 'published.json'
+    path.write_text(out)
+    assert cli.main(['verify-draw', '--redis', url, '--split', 'sd', '--commitment', '@%s' % path]) == 0
 
 
 def test_split_draw_proportional(backend_client):
