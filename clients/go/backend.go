@@ -38,7 +38,9 @@ var ErrNoBackend = errors.New("seckill: neither the seckill module (SECKILL.INFO
 var (
 	// moduleProbe: a server with the module answers its arity error
 	// (Redis checks the arity before the ACL, so any user gets it and
-	// nothing runs); a server without it answers "unknown command".
+	// nothing runs; a server that checks the ACL first answers NOPERM,
+	// which also means the command exists); a server without it answers
+	// "unknown command".
 	moduleProbe = []interface{}{"SECKILL.INFO"}
 	// versionProbe: the library's version, or "Function not found".
 	versionProbe = []interface{}{"FCALL_RO", "seckill_version", "0"}
@@ -46,21 +48,20 @@ var (
 
 // Detect asks the server which backend serves SECKILL.* (Client does it
 // once, at its first call, unless Options.Backend names one): the module
-// when SECKILL.INFO without a key is a known command, else the library
-// when FCALL_RO seckill_version 0 answers a version, else ErrNoBackend.
-// An ACL refusal (NOPERM) of either question is an error that names the
-// right to add (errors.Is(err, ErrNoPerm)); a connection error is
-// returned as it is, and nothing is remembered.
+// when SECKILL.INFO without a key is a known command (its arity error, a
+// value, or NOPERM: Redis looks the command up before it checks the ACL,
+// so a refusal means the command exists, and the user may still be
+// allowed RESERVE and the rest), else the library when FCALL_RO
+// seckill_version 0 answers a version, else ErrNoBackend. NOPERM for
+// FCALL_RO (where the library's presence cannot be told) is an error that
+// names the right to add (errors.Is(err, ErrNoPerm)); a connection error
+// is returned as it is, and nothing is remembered.
 func Detect(ctx context.Context, rdb redis.UniversalClient) (Backend, error) {
 	_, err := rdb.Do(ctx, moduleProbe...).Result()
 	if err != nil && !isReplyErr(err) {
 		return "", err
 	}
-	module, err := moduleAnswered(err)
-	if err != nil {
-		return "", err
-	}
-	if module {
+	if moduleAnswered(err) {
 		return BackendModule, nil
 	}
 	v, err := rdb.Do(ctx, versionProbe...).Result()
@@ -81,25 +82,20 @@ func isReplyErr(err error) bool {
 }
 
 // moduleAnswered reads the reply to moduleProbe (err: its error reply, or
-// nil for a value): true when it comes from the module (its arity error,
-// or any value); false for "unknown command" and any other refusal (a
-// proxy's); an error for NOPERM, which only a known command gets (a server
-// that checks the ACL before the arity), naming the right to add.
-func moduleAnswered(err error) (bool, error) {
+// nil for a value): true when it comes from the module: any value, its
+// arity error, or NOPERM (only a known command gets it; a server that
+// checks the ACL before the arity gives it to a user without
+// +seckill.info); false for "unknown command" and any other refusal (a
+// proxy's).
+func moduleAnswered(err error) bool {
 	if err == nil {
-		return true, nil
+		return true
 	}
 	ce, ok := wrapError(err).(*CommandError)
 	if !ok {
-		return false, err
+		return false
 	}
-	if ce.Code == "NOPERM" {
-		return false, fmt.Errorf("seckill: this ACL user may not run SECKILL.INFO (%w): the server knows "+
-			"the command, so the seckill module is loaded, but finding the backend needs +seckill.info: "+
-			"add it to the user (the role lines of docs/operations.md), or name the backend "+
-			"(Options.Backend = BackendModule)", ce)
-	}
-	return strings.Contains(strings.ToLower(ce.Message), "wrong number of arguments"), nil
+	return ce.Code == "NOPERM" || strings.Contains(strings.ToLower(ce.Message), "wrong number of arguments")
 }
 
 // libraryAnswered reads the reply to versionProbe (v, or err its error

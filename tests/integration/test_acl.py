@@ -171,6 +171,12 @@ def test_front_end():
     env.assertEqual(shop.execute_command('SECKILL.ENTER', DRAW_SALE, 'u1'), ['ENTERED', 1])
     env.assertEqual(shop.execute_command('SECKILL.ENTRANTS', DRAW_SALE, 0), ['0', ['u1', 1, 'entered']])
     refused(env, c, shop, 'SECKILL.DRAW', DRAW_SALE)
+    # The draw's secret is in the key's value: the front end can neither
+    # DUMP it (nor MIGRATE it to a server of its own) nor watch INIT's
+    # effect go by.
+    refused(env, c, shop, 'DUMP', DRAW_SALE)
+    refused(env, c, shop, 'MIGRATE', '127.0.0.1', 1, DRAW_SALE, 0, 100)
+    refused(env, c, shop, 'MONITOR')
     # Lifting a fence is the operator's (the reconciler's) too.
     c.execute_command('SECKILL.INIT', 'sale:{f}', 5, 'FENCE')
     refused(env, c, shop, 'SECKILL.UNFENCE', 'sale:{f}')

@@ -113,9 +113,11 @@ public final class SeckillClient {
      * {@code sampleKey}, with no right beyond what the roles of docs/operations.md have (no
      * MODULE LIST, no FUNCTION LIST): {@code SECKILL.INFO} without a key is the module when
      * the server knows the command (it answers its arity error to any user: Redis checks the
-     * arity before the ACL), else {@code FCALL_RO seckill_version 0} is the library when it
-     * answers a version. {@link BackendException} when neither, or when the ACL refuses one of
-     * the two questions (NOPERM: the message names the right to add).
+     * arity before the ACL; NOPERM, from a server that checks the ACL first, also means the
+     * command exists, and the user may still be allowed RESERVE and the rest), else
+     * {@code FCALL_RO seckill_version 0} is the library when it answers a version.
+     * {@link BackendException} when neither, or when the ACL refuses FCALL_RO (NOPERM: there
+     * the library's presence cannot be told; the message names the right to add).
      */
     public Backend backend(String sampleKey) {
         Backend b = backend;
@@ -162,16 +164,13 @@ public final class SeckillClient {
     }
 
     /**
-     * Whether SECKILL.INFO's error reply comes from the module: its arity error. "unknown
-     * command" (and a proxy's refusal) is not; NOPERM, which only a known command gets (a
-     * server that checks the ACL first), is reported, naming the right to add.
+     * Whether SECKILL.INFO's error reply comes from the module: its arity error, or NOPERM
+     * (only a known command gets it: Redis looks the command up before it checks the ACL).
+     * "unknown command" (and a proxy's refusal) is not.
      */
     static boolean moduleAnswered(CommandException e) {
         if ("NOPERM".equals(e.code())) {
-            throw new BackendException("this ACL user may not run SECKILL.INFO (" + e.getMessage() + "): the "
-                    + "server knows the command, so the seckill module is loaded, but finding the backend needs "
-                    + "+seckill.info: add it to the user (the role lines of docs/operations.md), or name the "
-                    + "backend (builder().backend(Backend.MODULE))", e);
+            return true;
         }
         String m = e.getMessage() == null ? "" : e.getMessage().toLowerCase(java.util.Locale.ROOT);
         return m.contains("wrong number of arguments");

@@ -13,7 +13,8 @@ import org.junit.jupiter.api.Test;
 /**
  * The backend check without Redis: a transport answers each question from a table, so the
  * replies no server here gives (NOPERM for SECKILL.INFO, which Redis only gives where it
- * checks the ACL before the arity) are covered too. RolesTest runs it on real servers.
+ * checks the ACL before the arity; it means the module, as in the Python client) are covered
+ * too. RolesTest runs it on real servers.
  */
 class BackendDetectionTest {
     static final String ARITY = "ERR wrong number of arguments for 'seckill.info' command";
@@ -66,14 +67,22 @@ class BackendDetectionTest {
     }
 
     @Test
-    void noPermNamesTheMissingRight() {
-        BackendException e = assertThrows(BackendException.class, () -> detect(Map.of("SECKILL.INFO", "-" + INFO_NOPERM)));
-        assertTrue(e.getMessage().contains("+seckill.info") && e.getMessage().contains(INFO_NOPERM), e.getMessage());
-        assertEquals("NOPERM", ((CommandException) e.getCause()).code());
+    void noPermForSeckillInfoIsTheModule() {
+        // the command was looked up before the ACL refused it: it exists, so the module is there
+        // (the user may still be allowed RESERVE and the rest)
+        assertEquals(Backend.MODULE, detect(Map.of("SECKILL.INFO", "-" + INFO_NOPERM)));
+        assertEquals(List.of("SECKILL.INFO"), asked.asked, "FCALL_RO not asked");
+        assertEquals(Backend.MODULE, detect(Map.of("SECKILL.INFO", "-" + INFO_NOPERM, "FCALL_RO", "-" + FCALL_NOPERM)));
         assertEquals(List.of("SECKILL.INFO"), asked.asked);
+    }
 
-        e = assertThrows(BackendException.class, () -> detect(Map.of("FCALL_RO", "-" + FCALL_NOPERM)));
-        assertTrue(e.getMessage().contains("+fcall +fcall_ro"), e.getMessage());
+    @Test
+    void noPermForFcallRoNamesTheMissingRight() {
+        // without the module, a refused FCALL_RO cannot tell whether the library is loaded
+        BackendException e = assertThrows(BackendException.class, () -> detect(Map.of("FCALL_RO", "-" + FCALL_NOPERM)));
+        assertTrue(e.getMessage().contains("+fcall +fcall_ro") && e.getMessage().contains(FCALL_NOPERM), e.getMessage());
+        assertEquals("NOPERM", ((CommandException) e.getCause()).code());
+        assertEquals(List.of("SECKILL.INFO", "FCALL_RO"), asked.asked);
     }
 
     @Test
