@@ -401,6 +401,12 @@ public final class Protocol {
             }
             return List.copyOf(out);
         }
+        if (value instanceof List<?> l) {
+            // A field this client does not know yet (a split sale's
+            // `sent_to` pairs, say): kept as the array it is, so a newer
+            // server's report still parses.
+            return java.util.Collections.unmodifiableList(new ArrayList<>(l));
+        }
         return value == null ? null : value instanceof Long ? value : text(value, name);
     }
 
