@@ -180,8 +180,9 @@ impl<'a> Committer<'a> {
     }
 
     /// A draw sale whose draw is complete hands the units that came back
-    /// to its waitlist, at most `due.max` promotions per write; the timer
-    /// continues the rest. Decided on the master only.
+    /// to its waitlist, at most `due.max` promotions and
+    /// `rules::sale::SCAN_STEPS` new places of the draw order per write;
+    /// the timer continues the rest. Decided on the master only.
     #[inline(always)]
     fn promote_waitlist(&self, sale: &mut Sale, due: DueHolds) {
         if self.origin == Origin::Master && sale.is_draw() {
@@ -192,15 +193,15 @@ impl<'a> Committer<'a> {
     #[inline(never)]
     fn promote_now(&self, sale: &mut Sale, due: DueHolds) {
         let had_holds = sale.next_deadline().is_some();
-        let promoted = sale.promote_step(due.max, due.now, crate::module::node::replid);
-        let n = promoted.len();
-        if n == 0 {
-            return;
+        let step = sale.promote_step(due.max, due.now, crate::module::node::replid);
+        let n = step.records.len();
+        if n > 0 {
+            stats::PROMOTED.add(n as u64);
+            self.publish_change(sale, Change::Effect(&Effect::Promoted(step.records)), had_holds);
         }
-        stats::PROMOTED.add(n as u64);
-        self.publish_change(sale, Change::Effect(&Effect::Promoted(promoted)), had_holds);
-        if n == due.max {
-            // More may fit: the timer comes back at once.
+        if step.more {
+            // More may fit, or the search for the next fit stopped at its
+            // bound: the timer comes back at once and continues it.
             crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
         }
     }
