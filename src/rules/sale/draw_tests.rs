@@ -898,3 +898,51 @@ fn waitlist_search_is_bounded_per_step() {
 /// A seed for which `far_fit_sale`'s other entrant waits far past the
 /// first few promotion steps at 20,000 entrants.
 const SEARCH_SEED: u64 = 31;
+
+/// Figures, not assertions: `cargo test --release --lib
+/// --no-default-features -- --ignored --nocapture waitlist_scan_scale`.
+/// `far_fit_sale` at 1M entrants: the winner lets its unit go, and the
+/// promotion steps (a command's, then the timer's visits) run until the
+/// other entrant asking for 1 unit is promoted: how many steps, the
+/// slowest, the places produced.
+#[test]
+#[ignore]
+fn waitlist_scan_scale() {
+    use std::time::Instant;
+    const N: usize = 1_000_000;
+    let seed = seed_of(std::env::var("SCAN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(23));
+    // The same steps run twice, each keeping its faster time (a
+    // preemption on a busy machine does not repeat at the same step).
+    let run = || {
+        let (mut s, id, _) = far_fit_sale(N, seed);
+        assert_eq!(s.release(&id, State::Released), ReleaseOutcome::Released);
+        let (all, mut times) = (Instant::now(), Vec::new());
+        loop {
+            let t = Instant::now();
+            let step = s.promote_step(128, END, || crate::rules::fence::id(b'0'));
+            times.push(t.elapsed().as_nanos());
+            if !step.more {
+                assert_eq!(step.records.len(), 1);
+                break;
+            }
+        }
+        (times, all.elapsed().as_secs_f64() * 1e3, s.draw.as_deref().unwrap().produced())
+    };
+    let (first, total, place) = run();
+    let (second, _, _) = run();
+    let times: Vec<u128> = first.iter().zip(&second).map(|(a, b)| *a.min(b)).collect();
+    let ms = |ns: u128| ns as f64 / 1e6;
+    let mut sorted = times.clone();
+    sorted.sort_unstable();
+    let slowest = sorted[sorted.len() - 1];
+    println!(
+        "waitlist_scan_scale: {N} entrants, the fit at place {}: {} promotion step(s), slowest {:.3} ms (step {}), \
+         median {:.3} ms; all {total:.1} ms ({:.0} ns per place)",
+        place - 1,
+        times.len(),
+        ms(slowest),
+        times.iter().position(|&t| t == slowest).unwrap_or(0),
+        ms(sorted[sorted.len() / 2]),
+        total * 1e6 / f64::from(place)
+    );
+}
