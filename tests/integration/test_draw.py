@@ -16,8 +16,8 @@ import time
 
 from RLTest import Env
 
-from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
-                             wait_for)
+from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, seckill_stats,
+                             server_ms, wait_for)
 
 DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed',
                'entrants_digest', 'beacon', 'beacon_value', 'draw_seed']
@@ -579,6 +579,56 @@ def test_reconcile_takes_no_draw_stock_outside_the_draw():
 
 
 # -------------------------------------------------------------- persistence
+
+def test_waitlist_search_past_the_draw_continues_on_the_timer():
+    """Every entrant asks for 2 units but two ask for 1, and the stock is 1
+    unit: the draw gives it to the first of the two in draw order and is
+    complete there. Its release must reach the other, usually thousands of
+    places past those the draw produced: a command produces at most 2048
+    new places of the order (rules::sale::SCAN_STEPS), the timer's visits
+    the rest, with no other write. The entrant promoted is the contract's,
+    and the promotion reaches the replica as an effect."""
+    env, c = _env(useSlaves=True)
+    key, n, scan_steps = 'd:{far}', 40000, 2048
+    end = _draw_sale(c, key, 1, 5000, 'LIMIT', 2, 'HOLD', 600000)
+    entrants = [('f%05d' % i, 1 if i < 2 else 2) for i in range(n)]
+    p = c.pipeline(transaction=False)
+    for i, (u, q) in enumerate(entrants):
+        p.execute_command('SECKILL.ENTER', key, u, 'QTY', q, *(['REQID', 'rid-' + u] if q == 1 else []))
+        if i % 5000 == 4999:
+            p.execute()
+    p.execute()
+    env.assertEqual(info(c, key)['entrants'], n)
+    _after(c, end)
+    _draw_all(c, key)
+    order = [u for u, _ in _draw_order(info(c, key)['seed'], entrants)[2]]
+    first, second = [u for u in order if u < 'f00002']
+    gap = order.index(second) - order.index(first)
+    results = {u: res for u, _, res in _entrants(c, key, 1000)}
+    env.assertEqual((results[first], results[second]), ('drawn', 'entered'))
+    visits = seckill_stats(c)['expiry_visits']
+    c.execute_command('SECKILL.RELEASE', key, 'rid-' + first)
+
+    def promoted():
+        r = info(c, key)
+        return r['remaining'] == 0 and r
+    r = wait_for(promoted, timeout=10, interval=0.05)
+    env.assertTrue(r, message='the promotion did not come: %r' % (info(c, key),))
+    results = {u: res for u, _, res in _entrants(c, key, 1000)}
+    env.assertEqual(results[second], 'promoted')
+    env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
+    g = as_dict(c.execute_command('SECKILL.GET', key, 'rid-' + second))
+    env.assertEqual((g['user'], g['qty'], g['state']), (second, 1, 'pending'))
+    r = _draw_info(env, c, key)
+    env.assertEqual((r['drawn'], r['waitlist'], r['pending']), (2, n - 2, 1))
+    # The RELEASE's own step, then one timer visit per 2048 places more.
+    env.assertEqual(seckill_stats(c)['expiry_visits'] - visits, -(-gap // scan_steps) - 1,
+                    message='the other entrant %d places on' % gap)
+    replica_caught_up(env, c)
+    replica = env.getSlaveConnection()
+    env.assertEqual(digest(replica), digest(c))
+    env.assertEqual(_entrants(replica, key, 1000), _entrants(c, key, 1000))
+
 
 def _mid_draw_state(c, key, skey):
     """Entrants, a partial draw (begun with a beacon value), a finished one
