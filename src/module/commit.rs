@@ -172,8 +172,9 @@ impl<'a> Committer<'a> {
             self.expire_due(sale, due);
         }
         let out = change(Writer(self), sale)?;
-        if let Some(due) = due {
-            self.promote_waitlist(sale, due);
+        match due {
+            Some(due) => self.promote_waitlist(sale, due),
+            None => self.keep_waitlist_visit(sale),
         }
         self.notify_stock_edge(before, sale.remaining());
         Ok(out)
@@ -203,6 +204,19 @@ impl<'a> Committer<'a> {
             // More may fit, or the search for the next fit stopped at its
             // bound: the timer comes back at once and continues it.
             crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
+        }
+    }
+
+    /// A replayed effect (a replica's, the AOF's) leaves the waitlist to
+    /// the master that decided it, which may have stopped a promotion's
+    /// search at its bound. Should this node come to decide (a failover, a
+    /// start from the AOF), a draw sale whose waitlist may have work is
+    /// visited at once: scheduled now, which the timer leaves alone until
+    /// the node decides.
+    #[inline(always)]
+    fn keep_waitlist_visit(&self, sale: &Sale) {
+        if self.origin == Origin::Replayed && sale.is_draw() && sale.waitlist_may_promote() {
+            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), 0);
         }
     }
 

@@ -594,6 +594,13 @@ impl Draw {
         }
     }
 
+    /// Whether, by the bounds, a waiting entrant may ask for at most
+    /// `free` (a bound below the true minimum answers yes: a search then
+    /// finds none and tightens it).
+    pub(super) fn may_fit(&self, free: u64) -> bool {
+        self.order.as_deref().is_some_and(|o| o.rest_min <= free || o.run_min.iter().any(|&b| b <= free))
+    }
+
     /// Marks a waiting entrant as won from the waitlist (the bounds stay
     /// bounds: a winner only raises a minimum).
     pub(super) fn promote(&mut self, seq: u32) {

@@ -313,6 +313,15 @@ impl Sale {
         out
     }
 
+    /// Whether the waitlist may have work: the draw complete, stock there,
+    /// and by the order's bounds a waiting entrant may fit it. A node that
+    /// did not make this sale's promotions itself (a load, a replica that
+    /// may become the master) visits such a sale once it decides: a search
+    /// stopped at its bound (`promote_step`'s `more`) goes on.
+    pub fn waitlist_may_promote(&self) -> bool {
+        self.remaining > 0 && self.draw.as_deref().is_some_and(|d| d.complete(self.remaining) && d.may_fit(self.remaining))
+    }
+
     /// Waitlist promotions replayed: each a waiting entrant with the
     /// record's QTY, the draw complete; checked whole first.
     pub fn apply_promoted(&mut self, recs: &[Reservation]) -> Result<(), EffectError> {

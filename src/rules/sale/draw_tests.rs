@@ -891,6 +891,8 @@ fn waitlist_search_is_bounded_per_step() {
     // A reload in the middle of the search produces the order again from
     // the draw's places and finds the same entrant, byte for byte.
     let mut reloaded: Sale = reloaded.unwrap();
+    assert!(reloaded.waitlist_may_promote(), "a load in the middle of the search has it visited");
+    assert!(!p.master.waitlist_may_promote() && !p.replica.waitlist_may_promote());
     while reloaded.promote_step(4, END + 1, || crate::rules::fence::id(b'0')).more {}
     assert_eq!(crate::wire::encoding::encode(&reloaded), crate::wire::encoding::encode(&p.master));
 }
