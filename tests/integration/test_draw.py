@@ -690,6 +690,29 @@ def test_waitlist_search_stopped_by_a_restart_goes_on():
     env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
 
 
+def test_waitlist_search_stopped_by_a_failover_goes_on():
+    """A replica promoted in the middle of a waitlist search (the master's
+    writes paused right after the release's own step) goes on with it: the
+    replayed RELEASE had the sale visited once the replica decides."""
+    env, c = _env(useSlaves=True)
+    key = 'd:{far}'
+    first, second, gap = _far_fit(env, c, key)
+    p = c.pipeline(transaction=True)
+    p.execute_command('SECKILL.RELEASE', key, 'rid-' + first)
+    p.execute_command('CLIENT', 'PAUSE', 10000, 'WRITE')
+    p.execute()
+    replica_caught_up(env, c)
+    replica = env.getSlaveConnection()
+    env.assertEqual((info(c, key)['remaining'], info(replica, key)['remaining']), (1, 1))
+    replica.execute_command('REPLICAOF', 'NO', 'ONE')
+    r = wait_for(lambda: info(replica, key)['remaining'] == 0, timeout=10, interval=0.05)
+    env.assertTrue(r, message='nobody promoted after the failover: %r (the other %d places on)' % (info(replica, key), gap))
+    results = {u: res for u, _, res in _entrants(replica, key, 1000)}
+    env.assertEqual((results[first], results[second]), ('drawn', 'promoted'))
+    env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
+    c.execute_command('CLIENT', 'UNPAUSE')
+
+
 def _mid_draw_state(c, key, skey):
     """Entrants, a partial draw (begun with a beacon value), a finished one
     and a waitlist promotion; a second sale whose draw has not begun."""
