@@ -172,16 +172,18 @@ impl<'a> Committer<'a> {
             self.expire_due(sale, due);
         }
         let out = change(Writer(self), sale)?;
-        if let Some(due) = due {
-            self.promote_waitlist(sale, due);
+        match due {
+            Some(due) => self.promote_waitlist(sale, due),
+            None => self.keep_waitlist_visit(sale),
         }
         self.notify_stock_edge(before, sale.remaining());
         Ok(out)
     }
 
     /// A draw sale whose draw is complete hands the units that came back
-    /// to its waitlist, at most `due.max` promotions per write; the timer
-    /// continues the rest. Decided on the master only.
+    /// to its waitlist, at most `due.max` promotions and
+    /// `rules::sale::SCAN_STEPS` new places of the draw order per write;
+    /// the timer continues the rest. Decided on the master only.
     #[inline(always)]
     fn promote_waitlist(&self, sale: &mut Sale, due: DueHolds) {
         if self.origin == Origin::Master && sale.is_draw() {
@@ -192,16 +194,29 @@ impl<'a> Committer<'a> {
     #[inline(never)]
     fn promote_now(&self, sale: &mut Sale, due: DueHolds) {
         let had_holds = sale.next_deadline().is_some();
-        let promoted = sale.promote_step(due.max, due.now, crate::module::node::replid);
-        let n = promoted.len();
-        if n == 0 {
-            return;
+        let step = sale.promote_step(due.max, due.now, crate::module::node::replid);
+        let n = step.records.len();
+        if n > 0 {
+            stats::PROMOTED.add(n as u64);
+            self.publish_change(sale, Change::Effect(&Effect::Promoted(step.records)), had_holds);
         }
-        stats::PROMOTED.add(n as u64);
-        self.publish_change(sale, Change::Effect(&Effect::Promoted(promoted)), had_holds);
-        if n == due.max {
-            // More may fit: the timer comes back at once.
+        if step.more {
+            // More may fit, or the search for the next fit stopped at its
+            // bound: the timer comes back at once and continues it.
             crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
+        }
+    }
+
+    /// A replayed effect (a replica's, the AOF's) leaves the waitlist to
+    /// the master that decided it, which may have stopped a promotion's
+    /// search at its bound. Should this node come to decide (a failover, a
+    /// start from the AOF), a draw sale whose waitlist may have work is
+    /// visited at once: scheduled now, which the timer leaves alone until
+    /// the node decides.
+    #[inline(always)]
+    fn keep_waitlist_visit(&self, sale: &Sale) {
+        if self.origin == Origin::Replayed && sale.is_draw() && sale.waitlist_may_promote() {
+            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), 0);
         }
     }
 

@@ -62,8 +62,13 @@ pub fn next_deadline() -> Option<u64> {
 /// A sale was loaded (RDB, RESTORE, a replica's sync): schedule it. During
 /// an asynchronous load the sale belongs to the dataset being loaded, which
 /// replaces the live one only if the load completes.
+///
+/// A draw sale whose waitlist may have work is visited at once: the
+/// master that saved it may have stopped a promotion's search at its bound
+/// (`commit`), and nothing here remembers that.
 pub fn on_loaded(db: i32, key: &[u8], sale: &Sale) {
-    let Some(deadline) = sale.next_deadline() else {
+    let deadline = if sale.waitlist_may_promote() { Some(0) } else { sale.next_deadline() };
+    let Some(deadline) = deadline else {
         return;
     };
     let mut guard = lock();

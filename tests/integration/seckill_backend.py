@@ -127,6 +127,13 @@ SKIPS = {
         "the module's atomic slot migration (its own servers load the module)",
     'test_atomic_migration:test_cancelled_migration_leaves_the_sale_on_the_source':
         "the module's atomic slot migration (its own servers load the module)",
+    'test_draw:test_waitlist_search_past_the_draw_continues_on_the_timer':
+        "the module's bound on the waitlist's search (2048 places per command, then its timer's visits, "
+        'counted by INFO seckill); the library caps it at 128 places per call, continued by later calls',
+    'test_draw:test_waitlist_search_stopped_by_a_restart_goes_on':
+        "the module's timer continues a search stopped at its bound after a load; the library has no timer",
+    'test_draw:test_waitlist_search_stopped_by_a_failover_goes_on':
+        "the module's timer continues a search stopped at its bound on a promoted replica; the library has no timer",
 }
 
 # Skipped only on servers that freeze the clock inside MULTI/EXEC (Redis 8.2,

@@ -14,13 +14,18 @@ import json
 import struct
 import time
 
+import redis
 from RLTest import Env
 
-from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, digest, info, reserve, restart_from_aof, server_ms,
-                             wait_for)
+from seckill_helpers import (replica_caught_up, REPORT_FIELDS, as_dict, conn_address, digest, info, reserve, restart_from_aof, seckill_stats,
+                             server_ms, wait_for)
 
 DRAW_FIELDS = ['mode', 'entrants', 'drawn', 'left_to_draw', 'waitlist', 'draw_stock', 'seed_commitment', 'seed',
                'entrants_digest', 'beacon', 'beacon_value', 'draw_seed']
+
+# New places of the draw order a waitlist promotion step produces at most
+# (rules::sale::SCAN_STEPS).
+SCAN_STEPS = 2048
 
 # The chi-square critical value for 9 degrees of freedom at p = 0.001
 # (scipy.stats.chi2.ppf(0.999, 9) = 27.877; any chi-square table).
@@ -579,6 +584,134 @@ def test_reconcile_takes_no_draw_stock_outside_the_draw():
 
 
 # -------------------------------------------------------------- persistence
+
+def _far_fit(env, c, key, n=40000, min_gap=2 * SCAN_STEPS):
+    """Every entrant asks for 2 units but two ask for 1, and the stock is 1
+    unit: the draw gives it to the first of the two in draw order and is
+    complete there, and a release of its unit must reach the other, usually
+    thousands of places past those the draw produced. The sale is drawn
+    again (INIT REPLACE, a new secret) until the other is at least min_gap
+    places on, five times at most. Returns (first, second, gap)."""
+    for _ in range(5):
+        end = _draw_sale(c, key, 1, 3000, 'LIMIT', 2, 'HOLD', 600000, 'REPLACE')
+        entrants = [('f%05d' % i, 1 if i < 2 else 2) for i in range(n)]
+        p = c.pipeline(transaction=False)
+        for i, (u, q) in enumerate(entrants):
+            p.execute_command('SECKILL.ENTER', key, u, 'QTY', q, *(['REQID', 'rid-' + u] if q == 1 else []))
+            if i % 5000 == 4999:
+                p.execute()
+        p.execute()
+        env.assertEqual(info(c, key)['entrants'], n, depth=1)
+        _after(c, end)
+        _draw_all(c, key)
+        order = [u for u, _ in _draw_order(info(c, key)['seed'], entrants)[2]]
+        first, second = [u for u in order if u < 'f00002']
+        gap = order.index(second) - order.index(first)
+        if gap >= min_gap:
+            break
+    results = {u: res for u, _, res in _entrants(c, key, 1000)}
+    env.assertEqual((results[first], results[second]), ('drawn', 'entered'), depth=1)
+    return first, second, gap
+
+
+def test_waitlist_search_past_the_draw_continues_on_the_timer():
+    """A release whose unit fits only an entrant far past the places the
+    draw produced (_far_fit): a command produces at most 2048 new places of
+    the order (rules::sale::SCAN_STEPS), the timer's visits the rest, with
+    no other write. The entrant promoted is the contract's, the promotion
+    reaches the replica as an effect, and a copy restored in the middle of
+    the search finishes it too."""
+    env, c = _env(useSlaves=True)
+    key, n = 'd:{far}', 40000
+    first, second, gap = _far_fit(env, c, key, n)
+    visits = seckill_stats(c)['expiry_visits']
+    # The sale as the RELEASE's own step left it, the search stopped at its bound.
+    host, port, path = conn_address(c)
+    with redis.Redis(host=host, port=port, unix_socket_path=path) as raw:
+        p = raw.pipeline(transaction=True)
+        p.execute_command('SECKILL.RELEASE', key, 'rid-' + first)
+        p.dump(key)
+        _, payload = p.execute()
+
+    def promoted():
+        r = info(c, key)
+        return r['remaining'] == 0 and r
+    r = wait_for(promoted, timeout=10, interval=0.05)
+    env.assertTrue(r, message='the promotion did not come: %r' % (info(c, key),))
+    results = {u: res for u, _, res in _entrants(c, key, 1000)}
+    env.assertEqual(results[second], 'promoted')
+    env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
+    g = as_dict(c.execute_command('SECKILL.GET', key, 'rid-' + second))
+    env.assertEqual((g['user'], g['qty'], g['state']), (second, 1, 'pending'))
+    r = _draw_info(env, c, key)
+    env.assertEqual((r['drawn'], r['waitlist'], r['pending']), (2, n - 2, 1))
+    # The RELEASE's own step, then one timer visit per 2048 places more.
+    env.assertEqual(seckill_stats(c)['expiry_visits'] - visits, -(-gap // SCAN_STEPS) - 1,
+                    message='the other entrant %d places on' % gap)
+    # A copy loaded in the middle of the search (RESTORE; a restart loads
+    # the same way) remembers nothing of it: it is visited at once, and its
+    # search starts again from the places its draw looked at.
+    c.restore(key + ':copy', 0, payload)
+    copied = wait_for(lambda: info(c, key + ':copy')['remaining'] == 0, timeout=10, interval=0.05)
+    env.assertTrue(copied, message='the copy promoted nobody: %r' % (info(c, key + ':copy'),))
+    env.assertEqual(_entrants(c, key + ':copy', 1000), _entrants(c, key, 1000))
+    replica_caught_up(env, c)
+    replica = env.getSlaveConnection()
+    env.assertEqual(digest(replica), digest(c))
+    env.assertEqual(_entrants(replica, key, 1000), _entrants(c, key, 1000))
+
+
+def test_waitlist_search_stopped_by_a_restart_goes_on():
+    """A server restarted in the middle of a waitlist search (its RDB saved
+    right after the release's own step) remembers nothing of it: the load
+    visits the sale, and the search goes on from the places the draw
+    looked at to the same entrant."""
+    env, c = _env()
+    key = 'd:{far}'
+    first, second, gap = _far_fit(env, c, key)
+    c.config_set('save', '')
+    # The timer writes nothing while writes are paused: the search stays
+    # where the RELEASE's own step stopped it while the RDB is saved.
+    p = c.pipeline(transaction=True)
+    p.execute_command('SECKILL.RELEASE', key, 'rid-' + first)
+    p.execute_command('CLIENT', 'PAUSE', 10000, 'WRITE')
+    p.execute()
+    env.assertEqual(info(c, key)['remaining'], 1)
+    c.execute_command('BGSAVE')
+    env.assertTrue(wait_for(lambda: c.info('persistence')['rdb_bgsave_in_progress'] == 0, timeout=10))
+    env.assertEqual((c.info('persistence')['rdb_last_bgsave_status'], c.info('persistence')['rdb_saves']), ('ok', 1))
+    env.stop()
+    env.start()
+    c = env.getConnection()
+    r = wait_for(lambda: info(c, key)['remaining'] == 0 and info(c, key), timeout=10, interval=0.05)
+    env.assertTrue(r, message='nobody promoted after the restart: %r (the other %d places on)' % (info(c, key), gap))
+    results = {u: res for u, _, res in _entrants(c, key, 1000)}
+    env.assertEqual((results[first], results[second]), ('drawn', 'promoted'))
+    env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
+
+
+def test_waitlist_search_stopped_by_a_failover_goes_on():
+    """A replica promoted in the middle of a waitlist search (the master's
+    writes paused right after the release's own step) goes on with it: the
+    replayed RELEASE had the sale visited once the replica decides."""
+    env, c = _env(useSlaves=True)
+    key = 'd:{far}'
+    first, second, gap = _far_fit(env, c, key)
+    p = c.pipeline(transaction=True)
+    p.execute_command('SECKILL.RELEASE', key, 'rid-' + first)
+    p.execute_command('CLIENT', 'PAUSE', 10000, 'WRITE')
+    p.execute()
+    replica_caught_up(env, c)
+    replica = env.getSlaveConnection()
+    env.assertEqual((info(c, key)['remaining'], info(replica, key)['remaining']), (1, 1))
+    replica.execute_command('REPLICAOF', 'NO', 'ONE')
+    r = wait_for(lambda: info(replica, key)['remaining'] == 0, timeout=10, interval=0.05)
+    env.assertTrue(r, message='nobody promoted after the failover: %r (the other %d places on)' % (info(replica, key), gap))
+    results = {u: res for u, _, res in _entrants(replica, key, 1000)}
+    env.assertEqual((results[first], results[second]), ('drawn', 'promoted'))
+    env.assertEqual(sum(1 for res in results.values() if res == 'promoted'), 1)
+    c.execute_command('CLIENT', 'UNPAUSE')
+
 
 def _mid_draw_state(c, key, skey):
     """Entrants, a partial draw (begun with a beacon value), a finished one

@@ -197,6 +197,24 @@ pub struct DrawBegin {
 /// skip.
 pub(super) const ORDER_CHUNK: usize = 256;
 
+/// New places of the permutation one waitlist promotion step (a command's,
+/// or a timer visit's) produces at most: one SHA-1 each, 250 to 420 ns at
+/// 1M entrants (`waitlist_scan_scale`), so 0.5 to 0.9 ms per step. A search
+/// that reaches it stops, and the timer's next visit continues it.
+pub const SCAN_STEPS: u32 = 2048;
+
+/// What the search for the first waiting entrant that fits found
+/// (`Draw::first_fit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fit {
+    /// That entrant.
+    Entrant(u32),
+    /// None fits.
+    None,
+    /// Not known yet: the search produced as many places as it may.
+    Unfinished,
+}
+
 /// Where the draw stands: the winners it made and the entrants it looked at.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Walk {
@@ -526,14 +544,15 @@ impl Draw {
     /// `free`. Runs whose bound is above `free` are skipped, and so is the
     /// unproduced tail when its bound is; a run scanned without a fit gets
     /// its exact bound. Produces the permutation as far as the fit (once:
-    /// produced places stay). Not bounded per call the way DRAW is: when
-    /// the draw ended with its stock handed out before it looked at every
-    /// entrant, a unit that comes back may take as many steps (one SHA-1
-    /// each) as there are places before the first entrant it fits, at
-    /// most the entrants left over the sale's whole life; the tail's bound
-    /// skips the work when nobody there can fit.
-    pub(super) fn first_fit(&mut self, free: u64) -> Option<u32> {
-        let o = self.order.as_deref_mut()?;
+    /// produced places stay), but at most `steps` new places (one SHA-1
+    /// each), taken from it: when the draw ended with its stock handed out
+    /// before it looked at every entrant, the first entrant a unit fits may
+    /// lie any number of places past the produced ones, and the search then
+    /// answers `Fit::Unfinished` and continues from there on a later call.
+    /// Rereading produced places costs no SHA-1 and is not counted. The
+    /// entrant found is the same however the search is split.
+    pub(super) fn first_fit(&mut self, free: u64, steps: &mut u32) -> Fit {
+        let Some(o) = self.order.as_deref_mut() else { return Fit::None };
         for run in 0..o.run_min.len() {
             if o.run_min[run] > free {
                 continue;
@@ -546,29 +565,40 @@ impl Draw {
                     continue;
                 }
                 if e.qty() <= free {
-                    return Some(seq);
+                    return Fit::Entrant(seq);
                 }
                 min = min.min(e.qty());
             }
             o.run_min[run] = min;
         }
         loop {
-            let o = self.order.as_deref_mut()?;
+            let Some(o) = self.order.as_deref_mut() else { return Fit::None };
             if o.rest_min > free {
-                return None;
+                return Fit::None;
             }
+            if *steps == 0 {
+                return Fit::Unfinished;
+            }
+            *steps -= 1;
             let place = o.produced;
             let Some(seq) = self.at(place) else {
                 if let Some(o) = self.order.as_deref_mut() {
                     o.rest_min = u64::MAX;
                 }
-                return None;
+                return Fit::None;
             };
             let e = self.entrants[seq as usize];
             if e.waiting() && e.qty() <= free {
-                return Some(seq);
+                return Fit::Entrant(seq);
             }
         }
+    }
+
+    /// Whether, by the bounds, a waiting entrant may ask for at most
+    /// `free` (a bound below the true minimum answers yes: a search then
+    /// finds none and tightens it).
+    pub(super) fn may_fit(&self, free: u64) -> bool {
+        self.order.as_deref().is_some_and(|o| o.rest_min <= free || o.run_min.iter().any(|&b| b <= free))
     }
 
     /// Marks a waiting entrant as won from the waitlist (the bounds stay
@@ -627,6 +657,12 @@ impl Draw {
     /// Every entrant, in entry order (RDB, AOF rewrite).
     pub(super) fn all(&self) -> impl Iterator<Item = EntrantRec> + '_ {
         (0..self.len() as u32).map(|s| self.entrant(s))
+    }
+
+    /// Places of the permutation produced so far (tests).
+    #[cfg(test)]
+    pub(super) fn produced(&self) -> u32 {
+        self.order.as_deref().map_or(0, |o| o.produced)
     }
 
     /// Entrant numbers in draw order, the whole permutation produced

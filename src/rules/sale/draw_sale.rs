@@ -4,8 +4,8 @@
 //! explicit, as everywhere in `Sale`.
 
 use super::buyers::Buyers;
-use super::draw::{self, DrawBegin, EntrantRec, EntrantResult};
-use super::{DrawReport, DrawStep, Sale};
+use super::draw::{self, DrawBegin, EntrantRec, EntrantResult, Fit};
+use super::{DrawReport, DrawStep, Promotions, Sale};
 use crate::rules::config::MAX_BEACON_VALUE;
 use crate::rules::fence::ReplId;
 use crate::rules::outcome::{EffectError, EnterRefusal};
@@ -273,26 +273,53 @@ impl Sale {
 
     /// Waitlist promotions on the master at `now_ms`, at most `max`: while
     /// the draw is complete and stock is there, the first waiting entrant
-    /// in draw order whose QTY fits gets a pending reservation. None while
-    /// the sale is fenced on a server whose id `current` gives: the units
-    /// wait for the ledger to be applied and the fence lifted.
-    pub fn promote_step(&mut self, max: usize, now_ms: u64, current: impl FnOnce() -> ReplId) -> Vec<Reservation> {
-        let mut out = Vec::new();
+    /// in draw order whose QTY fits gets a pending reservation. The search
+    /// produces at most `SCAN_STEPS` new places of the order per step, all
+    /// its promotions together; a step that stops at a bound says `more`,
+    /// and the next one continues where it stopped (the places produced
+    /// stay; nothing else is kept). Each promotion is still the first
+    /// waiting entrant in draw order whose QTY fits the stock when it is
+    /// made: the bound moves only when that happens. None while the sale is fenced on a
+    /// server whose id `current` gives: the units wait for the ledger to be
+    /// applied and the fence lifted.
+    pub fn promote_step(&mut self, max: usize, now_ms: u64, current: impl FnOnce() -> ReplId) -> Promotions {
+        let mut out = Promotions::default();
         if self.fenced(current) {
             return out;
         }
-        while out.len() < max && self.remaining > 0 && self.draw.as_deref().is_some_and(|d| d.complete(self.remaining)) {
+        let mut steps = draw::SCAN_STEPS;
+        while self.remaining > 0 && self.draw.as_deref().is_some_and(|d| d.complete(self.remaining)) {
+            if out.records.len() >= max {
+                out.more = true;
+                break;
+            }
             let free = self.remaining;
-            let Some(seq) = self.draw.as_deref_mut().and_then(|d| d.first_fit(free)) else { break };
+            let seq = match self.draw.as_deref_mut().map(|d| d.first_fit(free, &mut steps)) {
+                Some(Fit::Entrant(seq)) => seq,
+                Some(Fit::Unfinished) => {
+                    out.more = true;
+                    break;
+                }
+                Some(Fit::None) | None => break,
+            };
             let Some(rec) = self.winner_record(seq, now_ms).filter(|rec| self.add_record(rec.as_new()).is_ok()) else {
                 break;
             };
             if let Some(d) = self.draw.as_deref_mut() {
                 d.promote(seq);
             }
-            out.push(rec);
+            out.records.push(rec);
         }
         out
+    }
+
+    /// Whether the waitlist may have work: the draw complete, stock there,
+    /// and by the order's bounds a waiting entrant may fit it. A node that
+    /// did not make this sale's promotions itself (a load, a replica that
+    /// may become the master) visits such a sale once it decides: a search
+    /// stopped at its bound (`promote_step`'s `more`) goes on.
+    pub fn waitlist_may_promote(&self) -> bool {
+        self.remaining > 0 && self.draw.as_deref().is_some_and(|d| d.complete(self.remaining) && d.may_fit(self.remaining))
     }
 
     /// Waitlist promotions replayed: each a waiting entrant with the

@@ -65,7 +65,7 @@ use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 pub use crate::rules::outcome::{ConfirmOutcome, EffectError, EnterRefusal, Refusal, ReleaseOutcome, TransferRefusal};
 pub use accepted::Accepted;
-pub use draw::{DrawBegin, EntrantRec, EntrantResult, Seed};
+pub use draw::{DrawBegin, EntrantRec, EntrantResult, Seed, SCAN_STEPS};
 pub use records::{RecordView, Tally};
 
 use accepted::{AcceptedId, Takes};
@@ -100,6 +100,17 @@ pub struct DrawStep {
     pub winners: Vec<Reservation>,
     /// The first DRAW's: what it fixed (its effect carries it).
     pub begin: Option<DrawBegin>,
+}
+
+/// One waitlist promotion step's work (`Sale::promote_step`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Promotions {
+    /// The new pending reservations, in the order they were promoted.
+    pub records: Vec<Reservation>,
+    /// The step stopped at one of its bounds (the promotions it may make,
+    /// or the places it may produce, `draw::SCAN_STEPS`) with stock left:
+    /// more may follow, and the next step continues.
+    pub more: bool,
 }
 
 /// What INFO reports of a draw sale.
