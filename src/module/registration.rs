@@ -103,8 +103,8 @@ fn on_slot_migration(phase: crate::module::rawapi::SlotMigration, ranges: &[(u16
 redis_module! {
     name: "seckill",
     // MODULE LIST's `ver`: Cargo.toml's version as major*10000+minor*100+patch
-    // (1.2.0 -> 10200), as RedisJSON and RediSearch encode theirs.
-    version: 10200,
+    // (1.3.0 -> 10300), as RedisJSON and RediSearch encode theirs.
+    version: 10300,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [SALE_TYPE],
     init: init,
