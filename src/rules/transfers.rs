@@ -427,6 +427,18 @@ mod tests {
         }
     }
 
+    /// The sale the effects `rebuild` gives for `s` (as an AOF rewrite
+    /// writes them) equals `s`.
+    fn assert_rebuilds(s: &Sale) {
+        let mut rebuilt: Option<Sale> = None;
+        crate::rules::effect::rebuild(s, 1, |e| match (e, &mut rebuilt) {
+            (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
+            (e, Some(r)) => e.apply(r).unwrap(),
+            _ => unreachable!(),
+        });
+        assert!(rebuilt.unwrap() == *s);
+    }
+
     #[test]
     fn state_round_trips_through_encoding_and_rebuild() {
         let mut s = sale(10, 3);
@@ -436,13 +448,7 @@ mod tests {
         s.add_record(rec.as_new()).unwrap();
         let back = decode(&encode(&s)).unwrap();
         assert!(back == s);
-        let mut rebuilt: Option<Sale> = None;
-        crate::rules::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
-            (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
-            (e, Some(r)) => e.apply(r).unwrap(),
-            _ => unreachable!(),
-        });
-        assert!(rebuilt.unwrap() == s);
+        assert_rebuilds(&s);
     }
 
     #[test]
@@ -509,13 +515,7 @@ mod tests {
         assert_eq!(s.check_recv_to(8), Err(TransferRefusal::OtherIncarnation));
         let back = decode(&encode(&s)).unwrap();
         assert_eq!(back.transfers().unwrap().sent_to, s.transfers().unwrap().sent_to);
-        let mut rebuilt: Option<Sale> = None;
-        crate::rules::effect::rebuild(&s, 1, |e| match (e, &mut rebuilt) {
-            (Effect::Init(c), None) => rebuilt = Some(Sale::new(c.clone())),
-            (e, Some(r)) => e.apply(r).unwrap(),
-            _ => unreachable!(),
-        });
-        assert!(rebuilt.unwrap() == s);
+        assert_rebuilds(&s);
         // Incarnations only for peers with counters, each once.
         let mut t = sale(10, 2);
         assert!(t.restore_sent_to(vec![(b"p".as_slice().into(), 1)]).is_err(), "no transfers yet");

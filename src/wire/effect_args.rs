@@ -54,7 +54,7 @@ impl EffectArgs for Effect {
                     out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
                 }
                 if let Some(k) = &c.id_key {
-                    out.extend([b"IDKEY".to_vec(), hex16(k).to_vec()]);
+                    out.extend([b"IDKEY".to_vec(), crate::rules::sale::draw::hex(k).into_vec()]);
                 }
             }
             Effect::Unfence(id) => out.extend([b"UNFENCE".to_vec(), id.as_bytes().to_vec()]),
@@ -325,40 +325,23 @@ fn push_begin(out: &mut Vec<Vec<u8>>, b: &DrawBegin) {
     out.push(b.beacon.as_deref().unwrap_or_default().to_vec());
 }
 
-/// An id key as 32 lowercase hex digits.
-fn hex16(key: &[u8; 16]) -> [u8; 32] {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    std::array::from_fn(|i| HEX[usize::from((key[i / 2] >> (4 - 4 * (i % 2))) & 15)])
-}
-
-fn parse_hex16(hex: &[u8]) -> ArgResult<[u8; 16]> {
-    let digit = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f').then(|| (b as char).to_digit(16).unwrap_or(0) as u8);
-    let mut key = [0u8; 16];
-    if hex.len() != 32 {
-        return Err(ArgError::Msg("ERR bad id key in effect".into()));
+/// `N` bytes from `2 * N` hex digits, as the effects carry a draw seed
+/// or the key of generated ids; anything else is `ERR bad <what>`.
+fn parse_hex<const N: usize>(hex: &[u8], what: &str) -> ArgResult<[u8; N]> {
+    let bad = || ArgError::Msg(format!("ERR bad {what}"));
+    if hex.len() != 2 * N {
+        return Err(bad());
     }
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; N];
     for (i, pair) in hex.chunks(2).enumerate() {
-        match (digit(pair[0]), digit(pair[1])) {
-            (Some(h), Some(l)) => key[i] = h << 4 | l,
-            _ => return Err(ArgError::Msg("ERR bad id key in effect".into())),
-        }
+        out[i] = digit(pair[0]).zip(digit(pair[1])).map(|(h, l)| h << 4 | l).ok_or_else(bad)?;
     }
-    Ok(key)
+    Ok(out)
 }
 
 fn parse_seed(hex: &[u8]) -> ArgResult<[u8; 32]> {
-    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
-    let mut seed = [0u8; 32];
-    if hex.len() != 64 {
-        return Err(ArgError::Msg("ERR bad draw seed".into()));
-    }
-    for (i, pair) in hex.chunks(2).enumerate() {
-        match (digit(pair[0]), digit(pair[1])) {
-            (Some(h), Some(l)) => seed[i] = h << 4 | l,
-            _ => return Err(ArgError::Msg("ERR bad draw seed".into())),
-        }
-    }
-    Ok(seed)
+    parse_hex(hex, "draw seed")
 }
 
 fn num(n: u64) -> Vec<u8> {
@@ -491,7 +474,7 @@ impl<'a> Reader<'a> {
         let beacon = if draw.is_some() && self.next_is(b"BEACON") { Some(self.raw()?.into()) } else { None };
         let fence = if self.next_is(b"FENCE") { Some(self.replid()?) } else { None };
         // An effect from before id keys has none: the sale keeps `<tag>-<seq>`.
-        let id_key = if self.next_is(b"IDKEY") { Some(parse_hex16(self.raw()?)?) } else { None };
+        let id_key = if self.next_is(b"IDKEY") { Some(parse_hex(self.raw()?, "id key in effect")?) } else { None };
         if !self.done() {
             return Err(ArgError::Msg("ERR bad INIT effect".into()));
         }
