@@ -375,6 +375,77 @@ def test_order_is_the_recomputation_and_the_beacon_moves_it():
     env.assertNotEqual(_draw_order(seed, entrants, 'value A')[2], _draw_order(seed, entrants, 'value B')[2])
 
 
+def _secret_from_dump(raw, key, commitment):
+    """What the issue's attacker did: the 32 bytes of DUMP (of the sale, or
+    of the library's <key>:secret) whose SHA-256 is the public commitment."""
+    for k in (key, key + ':secret'):
+        payload = raw.dump(k) or b''
+        for i in range(len(payload) - 31):
+            if hashlib.sha256(payload[i:i + 32]).hexdigest() == commitment:
+                return payload[i:i + 32].hex()
+    return None
+
+
+def _first_places(s, n, k):
+    """The arrival indices of the first k places of the draw order under S."""
+    a = {}
+    for j in range(k):
+        t = j + _uniform(s, j, n - j)
+        a[j], a[t] = a.get(t, t), a.get(j, j)
+    return [a[j] for j in range(k)]
+
+
+def _grind_sybils(secret_hex, honest, guess):
+    """Three sybil ids (entering last, QTY 1) that take all three places a
+    draw of three units hands out, were the beacon value `guess`."""
+    secret, first = bytes.fromhex(secret_hex), ['sybil-a', 'sybil-b']
+    n = len(honest) + 3
+    prefix = _entrants_digest(honest + [(u, 1) for u in first])
+    for i in range(2000000):
+        ids = first + ['sybil-c%d' % i]
+        u = ids[-1].encode()
+        d = hashlib.sha256(prefix + struct.pack('>I', len(u)) + u + struct.pack('>I', 1)).digest()
+        if sorted(_first_places(hashlib.sha256(secret + d + guess).digest(), n, 3)) == [n - 3, n - 2, n - 1]:
+            return ids
+    raise AssertionError('no sybil id found')
+
+
+def test_a_secret_read_before_end_places_winners_only_without_a_beacon():
+    """The issue's attack on draw v2: a front end with DUMP (or the library's
+    <key>:secret) reads the secret before END, enters last with three ids
+    ground offline against it, and takes all three units of a sale that
+    declared no beacon (docs/draw-sales.md's table says so). The same
+    grinding against a sale with a beacon must guess the value the first
+    DRAW takes, which does not exist before END: the sybils win no more
+    than chance (all three: 1 in C(63, 3) = 39,711)."""
+    env, c = _env()
+    host, port, path = conn_address(c)
+    raw = redis.Redis(unix_socket_path=path) if path else redis.Redis(host=host, port=port)
+    # DUMP's payload is LZF-compressed; an attacker decompresses it, the
+    # test asks for it uncompressed instead.
+    c.execute_command('CONFIG', 'SET', 'rdbcompression', 'no')
+    end = _draw_sale(c, 'd:{nb}', 3, 6000)
+    end = max(end, _draw_sale(c, 'd:{bc}', 3, 6000, 'BEACON', 'drand quicknet round 42'))
+    honest = [('honest-%d' % i, 1) for i in range(60)]
+    sybils = {}
+    for key in ('d:{nb}', 'd:{bc}'):
+        for user, _qty in honest:
+            c.execute_command('SECKILL.ENTER', key, user)
+        secret = _secret_from_dump(raw, key, info(c, key)['seed_commitment'])
+        env.assertIsNotNone(secret, message='the secret was not in DUMP')
+        sybils[key] = _grind_sybils(secret, honest, b'')
+        for user in sybils[key]:
+            env.assertEqual(c.execute_command('SECKILL.ENTER', key, user)[0], 'ENTERED')
+    env.assertTrue(server_ms(c) < end, message='registration closed before the sybils entered')
+    _after(c, end)
+    c.execute_command('SECKILL.DRAW', 'd:{nb}')
+    c.execute_command('SECKILL.DRAW', 'd:{bc}', 'BEACON', 'the round published after END')
+    won = {k: sorted(u for u, _q, r in _entrants(c, k) if r == 'drawn') for k in sybils}
+    env.assertEqual(won['d:{nb}'], sorted(sybils['d:{nb}']))          # the attack works without a beacon
+    env.assertLess(len(set(won['d:{bc}']) & set(sybils['d:{bc}'])), 3)  # and not with one
+    raw.close()
+
+
 def test_replace_after_end_changes_the_commitment():
     env, c = _env()
     end = _draw_sale(c, 'd:{rp}', 3, 300)
