@@ -91,7 +91,7 @@ def main():
     files, dirs = tracked()
     bad = []
     for rel in sorted(files):
-        if not SCANNED.search(rel) or rel.startswith('fuzz/corpus'):
+        if not SCANNED.search(rel) or rel.startswith(os.path.join('fuzz', 'corpus')):
             continue
         try:
             with open(os.path.join(ROOT, rel), encoding='utf-8') as f:
