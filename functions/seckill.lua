@@ -432,6 +432,24 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The keys the current call declared (FCALL's KEYS) and what it must have
+-- declared besides the sale key: 'w' a write (the sale's stream, a draw
+-- sale's <key>:entrants, :perm and :wait), 'd' a DRAW (those and
+-- <key>:secret), 'e' ENTRANTS (<key>:entrants), nil a read of the hash
+-- alone. Set by `entry` for each call; checked when the sale is opened,
+-- before anything is written, so managed services that lock or route by
+-- the declared keys see every key a call touches.
+local CALL = {keys = {}, need = nil}
+
+local function need_key(k)
+    local keys = CALL.keys
+    for i = 2, #keys do
+        if keys[i] == k then return end
+    end
+    fail('ERR undeclared key ' .. k .. ': pass the keys FCALL_RO seckill_keys 1 ' .. keys[1]
+        .. ' lists after the sale key')
+end
+
 -- The sale at `key`, nil when the key does not exist; WRONGTYPE for a key
 -- of another type, or a hash that is not a sale. Fields `f1`, `f2` (a
 -- buyer, a REQID; f2 only with f1) are read in the same call, and bucket
@@ -489,6 +507,7 @@ local function open(key, f1, f2, pre)
         S.pkey, S.wkey = key .. ':perm', key .. ':wait'
         S.P, S.Pin, S.Pw, S.T, S.wadd, S.wnew, S.wrem = {}, {}, {}, {}, {}, {}, {}
     end
+    if CALL.need and key == CALL.keys[1] then S:check_declared(CALL.need) end
     return S
 end
 
@@ -516,6 +535,17 @@ function Sale:get(f)
 end
 
 function Sale:set(f, v) self.w[f] = v end
+
+-- Reads the fields that are neither written nor cached yet, in one call.
+function Sale:prefetch_fields(fields)
+    local want = {}
+    for _, f in ipairs(fields) do
+        if self.w[f] == nil and self.c[f] == nil then want[#want + 1] = f end
+    end
+    if #want == 0 then return end
+    local vals = redis.call('HMGET', self.key, unpack(want))
+    for i, f in ipairs(want) do self.c[f] = vals[i] end
+end
 
 -- Reads the records seq .. seq + n - 1 that are not cached yet, in one call.
 function Sale:prefetch(seq, n)
@@ -685,6 +715,32 @@ function Sale:give_back(takes)
 end
 
 function Sale:writes_stream() return self.stream ~= nil and self.owner == self.key end
+
+-- The keys, after the sale key, that calls on this sale touch (seckill_keys).
+function Sale:other_keys()
+    local out = {}
+    if self:writes_stream() then out[1] = self.stream end
+    if self.draw then
+        for _, k in ipairs({self.key .. ':secret', self.lkey, self.pkey, self.wkey}) do out[#out + 1] = k end
+    end
+    return out
+end
+
+-- Refuses the call (before any write) unless it declared what `need` says
+-- it touches (CALL above).
+function Sale:check_declared(need)
+    if need == 'e' then
+        if self.draw then need_key(self.lkey) end
+        return
+    end
+    if self:writes_stream() then need_key(self.stream) end
+    if self.draw then
+        if need == 'd' then need_key(self.key .. ':secret') end
+        need_key(self.lkey)
+        need_key(self.pkey)
+        need_key(self.wkey)
+    end
+end
 
 -- `via`: how a draw sale's winner got its reservation ('draw', 'waitlist').
 function Sale:event(word, r, via)
@@ -858,9 +914,23 @@ end
 function Sale:generate_id()
     local id = self:gen_id(self.n)
     if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
-    local k = 1
-    while self:id_taken(id .. '-' .. num(k)) do k = k + 1 end
-    return id .. '-' .. num(k)
+    -- Clients took it as a REQID: the first free suffix, its fields read
+    -- 64 candidates to a call (one HGET each would cost a round trip in
+    -- the server per candidate).
+    local k, draw_ids = 1, self.draw and self:dstate().nreq > 0
+    while true do
+        if k % 64 == 1 then
+            local fields = {}
+            for j = k, k + 63 do
+                local cand = id .. '-' .. num(j)
+                fields[#fields + 1] = 'i:' .. cand
+                if draw_ids then fields[#fields + 1] = 'I:' .. cand end
+            end
+            self:prefetch_fields(fields)
+        end
+        if not self:id_taken(id .. '-' .. num(k)) then return id .. '-' .. num(k) end
+        k = k + 1
+    end
 end
 
 -- Releases at most `max` holds that ran out at `now`, oldest first, from the
@@ -868,7 +938,7 @@ end
 -- a call with nothing due reads nothing. Reads at most SCAN_BUDGET records.
 -- Returns how many it released.
 function Sale:expire_due(now, max)
-    if self.hold == 0 or self.hn == 0 or (self.hd > 0 and self.hd > now) then return 0 end
+    if self.hold == 0 or self.hn == 0 or (self.hd > 0 and self.hd > now) then return 0, false end
     local released, at, batch, hd = 0, self.hc, 1, 0
     local stop = math.min(self.n, self.hc + SCAN_BUDGET)
     while released < max and at < stop do
@@ -898,7 +968,9 @@ function Sale:expire_due(now, max)
         -- Only learned the deadline: kept if the call writes anyway.
         self.hd_hint = hd
     end
-    return released
+    -- More are due unless the walk stopped at a hold not due yet, reached
+    -- the last reservation or left no hold.
+    return released, self.hn > 0 and hd == 0 and at < self.n
 end
 
 -- After a change: the cursor moves off a record that is no longer a hold
@@ -1513,8 +1585,10 @@ end
 
 local function arity(name) fail("ERR wrong number of arguments for '" .. name .. "' command") end
 
+-- The sale key: the first of the call's keys (the others are what
+-- seckill_keys lists, checked when the sale is opened).
 local function one_key(keys, name)
-    if #keys ~= 1 then arity(name) end
+    if #keys < 1 then arity(name) end
     return keys[1]
 end
 
@@ -1690,6 +1764,12 @@ local function cmd_init(keys, args)
     end
     local before = open(key)
     if before and not replace then return redis.status_reply('EXISTS') end
+    -- Declared: the new stream, and the draw keys of the new round or of
+    -- the draw sale it replaces (deleted).
+    if stream then need_key(stream) end
+    if draw or (before and before.draw) then
+        for _, k in ipairs({':secret', ':entrants', ':perm', ':wait'}) do need_key(key .. k) end
+    end
     if stream then check_stream(stream) end
     -- (Read here, so an INFO refusal comes before any write.)
     local replid = fence and server_replid()
@@ -1707,11 +1787,11 @@ local function cmd_init(keys, args)
         end
         redis.call('XADD', unpack(args))
     end
-    if before then redis.call('DEL', key) end
+    if before then redis.call('UNLINK', key) end
     -- A draw's secret, arrival list, permutation and waitlist go with the
     -- round they belong to.
     if draw or (before and before.draw) then
-        redis.call('DEL', key .. ':secret', key .. ':entrants', key .. ':perm', key .. ':wait')
+        redis.call('UNLINK', key .. ':secret', key .. ':entrants', key .. ':perm', key .. ':wait')
     end
     local S = {total = total, shards = c.shards, limit = c.limit, hold = c.hold, start = c.start, end_ = c.end_,
                tag_n = tonumber(new_tag(key, before and before.tag), 16), n = 0, rem = total, pend = 0, conf = 0, rel = 0, exp = 0,
@@ -1769,6 +1849,15 @@ local function reserve_fast(key, user, qty, reqid)
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
         lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
     if (layout ~= LAYOUT and layout ~= LAYOUT + LAYOUT_FENCE) or shards ~= 1 or qty > limit then return nil, v end
+    local tail = string.sub(m, META_BYTES + 1)
+    -- (A FENCE sale's tail is never '0:0:0:0:'; it has a stream when its
+    -- first length is not 0.)
+    local stream, maxlen
+    if tail ~= '0:0:0:0:' and (layout == LAYOUT or string.byte(tail, 1) ~= 48) then
+        local strings = lp_strings(m, META_BYTES + 1, 3)
+        if strings[1] and strings[2] == key then stream, maxlen = strings[1], strings[3] end
+        if stream then need_key(stream) end
+    end
     local tag = string.format('%08x', tag_n)
     if reqid and #reqid >= 10 and string.sub(reqid, 1, 9) == tag .. '-' then return nil, v end
     if not reqid and ci > 0 then return nil, v end
@@ -1793,20 +1882,9 @@ local function reserve_fast(key, user, qty, reqid)
         hc, hd = n + 1, 0
     end
     if client then ci = ci + 1 end
-    local tail = string.sub(m, META_BYTES + 1)
-    -- (A FENCE sale's tail is never '0:0:0:0:'; it has a stream when its
-    -- first length is not 0.)
-    if tail ~= '0:0:0:0:' and (layout == LAYOUT or string.byte(tail, 1) ~= 48) then
-        -- The stream, written first (an error there changes nothing).
-        local len, at = tail:match('^(%d+):()')
-        local stream = string.sub(tail, at, at + tonumber(len) - 1)
-        local pos = at + tonumber(len)
-        local olen, oat = tail:match('^(%d+):()', pos)
-        local owner = string.sub(tail, oat, oat + tonumber(olen) - 1)
-        pos = oat + tonumber(olen)
-        local mlen, mat = tail:match('^(%d+):()', pos)
-        local maxlen = tonumber(mlen) > 0 and string.sub(tail, mat, mat + tonumber(mlen) - 1) or nil
-        if stream ~= '' and owner == key then
+    -- The stream, written first (an error there changes nothing).
+    if stream then
+        do
             if not redis.acl_check_cmd('XADD', stream, '*', 'event', 'x') then
                 fail("NOPERM this user has no permission to write the sale's STREAM key")
             end
@@ -2423,20 +2501,65 @@ local function cmd_entrants(keys, args)
     return {nxt < D.ne and num(nxt) or '0', out}
 end
 
--- FCALL seckill_expire 1 key [count]: releases up to count (default 128,
--- at most 256) holds that ran out, oldest first. Replies how many; a worker
--- calls again while the reply equals count.
+-- FCALL seckill_expire n key [keys...] [count]: releases up to count
+-- (default 128, at most 256) holds that ran out, oldest first. Replies
+-- [released, more]: more is 1 while due holds remain (a worker calls again
+-- at once), 0 when none is due.
 local function cmd_expire(keys, args)
     local key = one_key(keys, 'seckill_expire')
     if #args > 1 then arity('seckill_expire') end
     local count = LAZY_CHUNK
     if args[1] then count = parse_u64('count', args[1], 1, EXPIRE_MAX) end
     local S = open(key)
-    if not S then return 0 end
+    if not S then return {0, 0} end
     local before = S.rem
-    local n = S:expire_due(now_ms(), count)
+    local n, more = S:expire_due(now_ms(), count)
     S:finish(before)
-    return n
+    return {n, more and 1 or 0}
+end
+
+-- FCALL_RO seckill_keys 1 key: the keys, after the sale key, that calls on
+-- this sale declare (Sale:other_keys); empty for a key that does not exist.
+local function cmd_keys(keys, args)
+    local key = one_key(keys, 'seckill_keys')
+    if #args ~= 0 then arity('seckill_keys') end
+    local S = open(key)
+    if not S then return {} end
+    return S:other_keys()
+end
+
+-- FCALL_RO seckill_stats n key [key ...]: INFO's counters summed over the
+-- sales named (keys that are not sales are skipped; a cluster's caller
+-- asks each slot's master for its own sales), plus how many were sales.
+local STATS = {'reservations', 'n', 'total', 'total', 'remaining', 'rem', 'pending', 'pend', 'confirmed', 'conf',
+               'released', 'rel', 'expired', 'exp', 'buyers', 'buyers', 'holds_pending', 'hn', 'sent', 'sent',
+               'received', 'recv'}
+local function cmd_stats(keys, args)
+    if #args ~= 0 then arity('seckill_stats') end
+    local sums = {sales = 0, fenced = 0, entrants = 0, drawn = 0}
+    for i = 2, #STATS, 2 do sums[STATS[i]] = 0 end
+    for _, key in ipairs(keys) do
+        local ok, S = pcall(open, key)
+        if ok and S then
+            sums.sales = sums.sales + 1
+            for i = 2, #STATS, 2 do sums[STATS[i]] = sums[STATS[i]] + S[STATS[i]] end
+            if S:fenced() then sums.fenced = sums.fenced + 1 end
+            if S.draw then
+                local D = S:dstate()
+                sums.entrants, sums.drawn = sums.entrants + D.ne, sums.drawn + D.nd
+            end
+        end
+    end
+    local out = {'sales', sums.sales}
+    for i = 1, #STATS, 2 do
+        out[#out + 1] = STATS[i]
+        out[#out + 1] = sums[STATS[i + 1]]
+    end
+    for _, f in ipairs({'entrants', 'drawn', 'fenced'}) do
+        out[#out + 1] = f
+        out[#out + 1] = sums[f]
+    end
+    return out
 end
 
 -- SECKILL.UNFENCE key -> UNFENCED | NOT_FENCED | NO_SALE: a fenced sale
@@ -2461,8 +2584,9 @@ end
 
 -- Runs a command: refusals and errors of the server become error replies
 -- (nothing is written before the last step, so an error changes nothing).
-local function entry(body)
+local function entry(body, need)
     return function(keys, args)
+        CALL.keys, CALL.need = keys, need
         local ok, res = pcall(body, keys, args)
         if ok then return res end
         if type(res) == 'table' then
@@ -2475,22 +2599,26 @@ local function entry(body)
     end
 end
 
-local function register(name, body, flags, description)
-    redis.register_function{function_name = name, callback = entry(body), flags = flags, description = description}
+local function register(name, body, flags, need, description)
+    redis.register_function{function_name = name, callback = entry(body, need), flags = flags,
+                            description = description}
 end
 
-register('seckill_init', cmd_init, {}, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW [BEACON name]] [FENCE]')
-register('seckill_reserve', cmd_reserve, {}, 'SECKILL.RESERVE key user [QTY n] [REQID id]')
-register('seckill_release', cmd_release, {'allow-oom'}, 'SECKILL.RELEASE key rid')
-register('seckill_confirm', cmd_confirm, {'allow-oom'}, 'SECKILL.CONFIRM key rid')
-register('seckill_reconcile', cmd_reconcile, {'allow-oom'}, 'SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]')
-register('seckill_info', cmd_info, {'no-writes'}, 'SECKILL.INFO key')
-register('seckill_get', cmd_get, {'no-writes'}, 'SECKILL.GET key rid')
-register('seckill_send', cmd_send, {}, 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
-register('seckill_recv', cmd_recv, {'allow-oom'}, 'SECKILL.RECV key peer sent_total ROUND round')
-register('seckill_enter', cmd_enter, {}, 'SECKILL.ENTER key user [QTY n] [REQID id]')
-register('seckill_draw', cmd_draw, {}, 'SECKILL.DRAW key [COUNT n] [BEACON value]')
-register('seckill_entrants', cmd_entrants, {'no-writes'}, 'SECKILL.ENTRANTS key cursor [COUNT n]')
-register('seckill_unfence', cmd_unfence, {'allow-oom'}, 'SECKILL.UNFENCE key')
-register('seckill_expire', cmd_expire, {'allow-oom'}, 'seckill_expire key [count]: releases up to count due holds')
-register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, 'seckill library ' .. VERSION)
+-- (need: what the function's calls declare besides the sale key; CALL.)
+register('seckill_init', cmd_init, {}, nil, 'SECKILL.INIT key total [SHARDS n] [LIMIT q] [HOLD ms] [START ms] [END ms] [TTL s] [STREAM skey [MAXLEN n]] [SPLIT round n peer...] [REPLACE] [DRAW [BEACON name]] [FENCE]')
+register('seckill_reserve', cmd_reserve, {}, 'w', 'SECKILL.RESERVE key user [QTY n] [REQID id]')
+register('seckill_release', cmd_release, {}, 'w', 'SECKILL.RELEASE key rid')
+register('seckill_confirm', cmd_confirm, {}, 'w', 'SECKILL.CONFIRM key rid')
+register('seckill_reconcile', cmd_reconcile, {}, 'w', 'SECKILL.RECONCILE key [EXPIRE] [ORDERS count rid user qty ...] [APPLY]')
+register('seckill_info', cmd_info, {'no-writes'}, nil, 'SECKILL.INFO key')
+register('seckill_get', cmd_get, {'no-writes'}, nil, 'SECKILL.GET key rid')
+register('seckill_send', cmd_send, {}, 'w', 'SECKILL.SEND key peer qty [MIN m] TID tid ROUND round')
+register('seckill_recv', cmd_recv, {}, 'w', 'SECKILL.RECV key peer sent_total ROUND round')
+register('seckill_enter', cmd_enter, {}, 'w', 'SECKILL.ENTER key user [QTY n] [REQID id]')
+register('seckill_draw', cmd_draw, {}, 'd', 'SECKILL.DRAW key [COUNT n] [BEACON value]')
+register('seckill_entrants', cmd_entrants, {'no-writes'}, 'e', 'SECKILL.ENTRANTS key cursor [COUNT n]')
+register('seckill_unfence', cmd_unfence, {}, 'w', 'SECKILL.UNFENCE key')
+register('seckill_expire', cmd_expire, {}, 'w', 'seckill_expire key [count]: releases up to count due holds; replies [released, more]')
+register('seckill_keys', cmd_keys, {'no-writes'}, nil, 'seckill_keys key: the keys, after the sale key, that calls on this sale declare')
+register('seckill_stats', cmd_stats, {'no-writes'}, nil, 'seckill_stats numkeys key...: the sales counters summed over the sales named')
+register('seckill_version', function() return VERSION end, {'no-writes', 'allow-stale'}, nil, 'seckill library ' .. VERSION)

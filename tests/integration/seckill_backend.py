@@ -190,7 +190,53 @@ def fcall_form(args):
     if len(args) == 1:
         return (verb, fn, 0)
     _track(args)
-    return (verb, fn, 1) + tuple(args[1:])
+    keys = (args[1],) + declared_keys(sub, args)
+    return (verb, fn, len(keys)) + keys + tuple(args[2:])
+
+
+# The other keys calls on a sale declare (docs/managed-redis.md, "Calling
+# it"), as a client that has seen the sale's INITs knows them: every STREAM
+# an INIT of the key named (more keys than a call touches are accepted), and
+# the draw keys of a key an INIT made a draw sale. Kept for the whole run:
+# a test's sale reaches another server by replication, DUMP/RESTORE or
+# RENAME (a renamed sale writes no stream).
+_streams = {}
+_draws = set()
+DRAW_SUFFIXES = (':secret', ':entrants', ':perm', ':wait')
+
+
+def _raw(a):
+    """A key as the server sees it (bytes), for comparing and joining."""
+    if isinstance(a, bytes):
+        return a
+    return str(a).encode('utf-8')
+
+
+def _init_keys(key, rest):
+    upper = [_text(a).upper() for a in rest]
+    with _lock:
+        for i, w in enumerate(upper[:-1]):
+            if w == 'STREAM' and _raw(rest[i + 1]) not in _streams.setdefault(key, []):
+                _streams[key].append(_raw(rest[i + 1]))
+        if 'DRAW' in upper:
+            _draws.add(key)
+
+
+def declared_keys(sub, args):
+    """The keys after the sale key that `SECKILL.<sub> key args...` declares."""
+    key = _raw(args[1])
+    if sub == 'INIT':
+        _init_keys(key, args[2:])
+    if sub in ('INFO', 'GET'):
+        return ()
+    with _lock:
+        draw = key in _draws
+        streams = tuple(_streams.get(key, ()))
+    if sub == 'ENTRANTS':
+        return (key + b':entrants',) if draw else ()
+    if draw:
+        return streams + tuple(key + s.encode() for s in DRAW_SUFFIXES)
+    return streams
 
 
 # ------------------------------------------------------------ the library
@@ -298,7 +344,8 @@ def _tick(conns):
         try:
             p = conn.pipeline(transaction=False)
             for k in keys:
-                p.execute_command('FCALL', 'seckill_expire', 1, k)
+                declared = (k,) + declared_keys('EXPIRE', ('SECKILL.EXPIRE', k))
+                p.execute_command('FCALL', 'seckill_expire', len(declared), *declared)
             p.execute(raise_on_error=False)
         except Exception:  # noqa: BLE001 - a server restarting, a replica: retried next tick
             pass
