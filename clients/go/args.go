@@ -1,6 +1,7 @@
 package seckill
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -226,25 +227,160 @@ func reconcileCalls(key string, orders []Order, expire, apply bool, size int) ([
 // run on replicas, and ACLs see a read).
 var readOnly = map[string]bool{"INFO": true, "GET": true, "ENTRANTS": true}
 
-// toFunctions: SECKILL.X key args... as the Functions library takes it,
-// FCALL seckill_x 1 key args... (FCALL_RO for INFO, GET, ENTRANTS). The
-// library takes exactly one key, the sale's (its stream and a draw sale's
-// keys share the sale's hash tag); numkeys 1 makes the sale key FCALL's
-// key, which is what a cluster client routes by. Other commands unchanged.
-func toFunctions(args []interface{}) []interface{} {
+// command: "RESERVE" for SECKILL.RESERVE key ...; "" for any other
+// command (or a SECKILL one without a key).
+func command(args []interface{}) string {
 	if len(args) < 2 {
-		return args
+		return ""
 	}
 	name, ok := args[0].(string)
 	if !ok || !strings.HasPrefix(strings.ToUpper(name), "SECKILL.") {
+		return ""
+	}
+	return strings.ToUpper(name[len("SECKILL."):])
+}
+
+// toFunctions: SECKILL.X key args... as the Functions library takes it,
+// FCALL seckill_x n key keys... args... (FCALL_RO for INFO, GET,
+// ENTRANTS), keys the other keys the call touches (docs/managed-redis.md,
+// "Calling it"); the sale key comes first, which is what a cluster client
+// routes by. Other commands unchanged.
+func toFunctions(args []interface{}, keys []string) []interface{} {
+	sub := command(args)
+	if sub == "" {
 		return args
 	}
-	sub := strings.ToUpper(name[len("SECKILL."):])
 	call := "FCALL"
 	if readOnly[sub] {
 		call = "FCALL_RO"
 	}
-	out := make([]interface{}, 0, len(args)+2)
-	out = append(out, call, "seckill_"+strings.ToLower(sub), "1")
-	return append(out, args[1:]...)
+	out := make([]interface{}, 0, len(args)+len(keys)+2)
+	out = append(out, call, "seckill_"+strings.ToLower(sub), strconv.Itoa(1+len(keys)), args[1])
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	return append(out, args[2:]...)
+}
+
+// saleKeyOnly: the functions that touch the sale key alone, called
+// without the list.
+var saleKeyOnly = map[string]bool{"INFO": true, "GET": true}
+
+// ProbeKey is the key seckill_version is called with when no sale key is
+// at hand: the function reads no key, the key only routes the call (and
+// keeps it acceptable to services that refuse a call without one).
+const ProbeKey = "seckill:probe"
+
+// drawKeys: a draw sale's own keys, key:secret key:entrants key:perm key:wait.
+func drawKeys(key string) []string {
+	return []string{key + ":secret", key + ":entrants", key + ":perm", key + ":wait"}
+}
+
+func word(v interface{}) string {
+	s, _ := v.(string)
+	return strings.ToUpper(s)
+}
+
+// initKeys reads SECKILL.INIT key total options...: the keys INIT
+// declares (the STREAM key, then the four draw keys with DRAW) and
+// whether REPLACE is among the options, which then adds the keys
+// seckill_keys lists for the sale replaced. Options are case-insensitive
+// words and their values are skipped as the library reads them (STREAM
+// skey [MAXLEN n], SPLIT round n peer..., BEACON name), so a value that
+// reads like a word is not taken for one; an unknown word ends the
+// reading (the server refuses the call, naming it).
+func initKeys(args []interface{}) (keys []string, replace bool) {
+	stream, draw := "", false
+read:
+	for i := 3; i < len(args); {
+		switch w := word(args[i]); w {
+		case "SHARDS", "LIMIT", "HOLD", "START", "END", "TTL", "BEACON":
+			i += 2
+		case "STREAM":
+			if i+1 < len(args) && stream == "" {
+				stream, _ = args[i+1].(string)
+			}
+			i += 2
+			if i < len(args) && word(args[i]) == "MAXLEN" {
+				i += 2
+			}
+		case "SPLIT":
+			n := -1
+			if i+2 < len(args) {
+				if v, err := strconv.Atoi(fmt.Sprint(args[i+2])); err == nil {
+					n = v
+				}
+			}
+			if n < 0 {
+				break read
+			}
+			i += 3 + n
+		case "DRAW", "FENCE", "REPLACE":
+			draw, replace = draw || w == "DRAW", replace || w == "REPLACE"
+			i++
+		default:
+			break read
+		}
+	}
+	if stream != "" {
+		keys = append(keys, stream)
+	}
+	if key, ok := args[1].(string); ok && draw {
+		keys = append(keys, drawKeys(key)...)
+	}
+	return keys, replace
+}
+
+// merged: the lists' keys in order, each once.
+func merged(lists ...[]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, l := range lists {
+		for _, k := range l {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
+// keysArgs asks the library for the keys calls on the sale at key declare.
+func keysArgs(key string) []interface{} {
+	return []interface{}{"FCALL_RO", "seckill_keys", "1", key}
+}
+
+// parseKeys reads seckill_keys's reply: an array of keys.
+func parseKeys(v interface{}) ([]string, error) {
+	arr, ok := v.([]interface{})
+	if !ok && v != nil {
+		return nil, protoErr("FCALL_RO seckill_keys", "%s, not an array of keys", describe(v))
+	}
+	out := make([]string, 0, len(arr))
+	for _, k := range arr {
+		s, ok := asString(k)
+		if !ok {
+			return nil, protoErr("FCALL_RO seckill_keys", "%s among the keys", describe(k))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// isUndeclared: the library refused a key the call was not given ("ERR
+// undeclared key ..."): nothing changed, so the call may go again with the
+// list asked again.
+func isUndeclared(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce) && strings.HasPrefix(ce.Message, "ERR undeclared key")
+}
+
+// versionArgs asks the library's version with one key: the sale key at
+// hand, else ProbeKey.
+func versionArgs(key string) []interface{} {
+	if key == "" {
+		key = ProbeKey
+	}
+	return []interface{}{"FCALL_RO", "seckill_version", "1", key}
 }

@@ -1,6 +1,7 @@
 package seckill
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestBeaconArgs(t *testing.T) {
 			t.Fatalf("DRAW %d %q: %v %v", c.count, c.beacon, got, err)
 		}
 		// through the library: FCALL seckill_draw 1 k COUNT n [BEACON value]
-		if f := toFunctions(got); !reflect.DeepEqual(f[:4], []interface{}{"FCALL", "seckill_draw", "1", "k"}) ||
+		if f := toFunctions(got, nil); !reflect.DeepEqual(f[:4], []interface{}{"FCALL", "seckill_draw", "1", "k"}) ||
 			!reflect.DeepEqual(f[4:], c.want[2:]) {
 			t.Fatalf("as FCALL: %v", f)
 		}
@@ -186,9 +187,80 @@ func TestToFunctions(t *testing.T) {
 		{[]interface{}{"GET", "k"}, []interface{}{"GET", "k"}},
 		{[]interface{}{"SECKILL.INFO"}, []interface{}{"SECKILL.INFO"}},
 	} {
-		if got := toFunctions(c.in); !reflect.DeepEqual(got, c.want) {
+		if got := toFunctions(c.in, nil); !reflect.DeepEqual(got, c.want) {
 			t.Fatalf("%v -> %v", c.in, got)
 		}
+	}
+	got := toFunctions([]interface{}{"SECKILL.RESERVE", "k", "u1"}, []string{"k:ev", "k:secret"})
+	if want := []interface{}{"FCALL", "seckill_reserve", "3", "k", "k:ev", "k:secret", "u1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("with keys: %v", got)
+	}
+}
+
+func TestInitKeysFromItsArguments(t *testing.T) {
+	draw4 := []string{"s:secret", "s:entrants", "s:perm", "s:wait"}
+	for _, c := range []struct {
+		opts    []interface{}
+		keys    []string
+		replace bool
+	}{
+		{nil, nil, false},
+		{[]interface{}{"STREAM", "s:ev"}, []string{"s:ev"}, false},
+		{[]interface{}{"stream", "s:ev", "maxlen", "10", "REPLACE"}, []string{"s:ev"}, true},
+		{[]interface{}{"END", "5", "DRAW"}, draw4, false},
+		{[]interface{}{"END", "5", "draw", "BEACON", "nist", "Replace"}, draw4, true},
+		{[]interface{}{"STREAM", "s:ev", "END", "5", "DRAW"}, append([]string{"s:ev"}, draw4...), false},
+		// values that read like option words are values
+		{[]interface{}{"STREAM", "draw", "MAXLEN", "5"}, []string{"draw"}, false},
+		{[]interface{}{"END", "5", "DRAW", "BEACON", "REPLACE"}, draw4, false},
+		{[]interface{}{"SPLIT", "r1", "2", "DRAW", "REPLACE", "STREAM", "s:ev"}, []string{"s:ev"}, false},
+		{[]interface{}{"LIMIT", "2", "HOLD", "1", "START", "1", "TTL", "9", "SHARDS", "2", "FENCE", "STREAM", "s:ev"}, []string{"s:ev"}, false},
+		// an unknown word or a bad SPLIT count ends the reading: the server refuses the call
+		{[]interface{}{"BOGUS", "DRAW"}, nil, false},
+		{[]interface{}{"SPLIT", "r1", "x", "DRAW"}, nil, false},
+		{[]interface{}{"STREAM"}, nil, false},
+	} {
+		keys, replace := initKeys(append([]interface{}{"SECKILL.INIT", "s", "10"}, c.opts...))
+		if !reflect.DeepEqual(keys, c.keys) || replace != c.replace {
+			t.Fatalf("%v: %v %v", c.opts, keys, replace)
+		}
+	}
+	// the INIT the client builds
+	args, err := initArgs("s", 10, InitOptions{EndMs: 5, Stream: "s:ev", MaxLen: 3, Draw: true, Beacon: "b", Fence: true, Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys, replace := initKeys(args); !reflect.DeepEqual(keys, append([]string{"s:ev"}, draw4...)) || !replace {
+		t.Fatalf("initArgs: %v %v", keys, replace)
+	}
+}
+
+func TestLibraryKeysProtocol(t *testing.T) {
+	undeclared := &CommandError{Code: "ERR", Message: "ERR undeclared key s:ev: pass the keys FCALL_RO seckill_keys 1 s"}
+	if !isUndeclared(undeclared) || !isUndeclared(fmt.Errorf("wrapped: %w", undeclared)) {
+		t.Fatal("the refusal not recognized")
+	}
+	if isUndeclared(&CommandError{Code: "ERR", Message: "ERR QTY must be from 1"}) || isUndeclared(nil) {
+		t.Fatal("another error taken for the refusal")
+	}
+	keys, err := parseKeys([]interface{}{"s:ev", "s:secret"})
+	if err != nil || !reflect.DeepEqual(keys, []string{"s:ev", "s:secret"}) {
+		t.Fatalf("parseKeys: %v %v", keys, err)
+	}
+	if keys, err := parseKeys([]interface{}{}); err != nil || len(keys) != 0 {
+		t.Fatalf("parseKeys empty: %v %v", keys, err)
+	}
+	if _, err := parseKeys("OK"); err == nil {
+		t.Fatal("parseKeys took a string")
+	}
+	if got := versionArgs(""); !reflect.DeepEqual(got, []interface{}{"FCALL_RO", "seckill_version", "1", "seckill:probe"}) {
+		t.Fatalf("versionArgs: %v", got)
+	}
+	if got := versionArgs("s"); !reflect.DeepEqual(got, []interface{}{"FCALL_RO", "seckill_version", "1", "s"}) {
+		t.Fatalf("versionArgs: %v", got)
+	}
+	if got := merged([]string{"a", "b"}, []string{"b", "c"}); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
+		t.Fatalf("merged: %v", got)
 	}
 }
 

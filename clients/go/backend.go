@@ -15,12 +15,12 @@ type Backend string
 
 const (
 	// BackendAuto: detect it at the first call (Detect: SECKILL.INFO
-	// without a key, then FCALL_RO seckill_version 0).
+	// without a key, then FCALL_RO seckill_version 1 key).
 	BackendAuto Backend = ""
 	// BackendModule: the module's commands, SECKILL.X key ...
 	BackendModule Backend = "module"
 	// BackendFunctions: the Functions library functions/seckill.lua,
-	// FCALL seckill_x 1 key ... (docs/managed-redis.md).
+	// FCALL seckill_x n key [keys...] ... (docs/managed-redis.md).
 	BackendFunctions Backend = "functions"
 )
 
@@ -29,11 +29,11 @@ const LibraryName = "seckill"
 
 // ErrNoBackend: neither the module nor the library is on the server.
 var ErrNoBackend = errors.New("seckill: neither the seckill module (SECKILL.INFO is an unknown command) " +
-	"nor the seckill Functions library (FCALL_RO seckill_version 0) is on this server: load the module, " +
+	"nor the seckill Functions library (FCALL_RO seckill_version 1 key) is on this server: load the module, " +
 	"or load functions/seckill.lua with FUNCTION LOAD (docs/managed-redis.md)")
 
-// The two questions Detect asks. Neither needs MODULE LIST, FUNCTION LIST
-// or a key, which managed services and least-privilege ACL users (the
+// The questions Detect asks. Neither needs MODULE LIST or FUNCTION LIST,
+// which managed services and least-privilege ACL users (the
 // roles of docs/operations.md) may not run.
 var (
 	// moduleProbe: a server with the module answers its arity error
@@ -42,8 +42,9 @@ var (
 	// which also means the command exists); a server without it answers
 	// "unknown command".
 	moduleProbe = []interface{}{"SECKILL.INFO"}
-	// versionProbe: the library's version, or "Function not found".
-	versionProbe = []interface{}{"FCALL_RO", "seckill_version", "0"}
+	// then versionArgs(key): the library's version, or "Function not
+	// found"; with the sale key at hand, else ProbeKey (the key only
+	// routes the call).
 )
 
 // Detect asks the server which backend serves SECKILL.* (Client does it
@@ -52,11 +53,16 @@ var (
 // value, or NOPERM: Redis looks the command up before it checks the ACL,
 // so a refusal means the command exists, and the user may still be
 // allowed RESERVE and the rest), else the library when FCALL_RO
-// seckill_version 0 answers a version, else ErrNoBackend. NOPERM for
+// seckill_version 1 seckill:probe answers a version, else ErrNoBackend. NOPERM for
 // FCALL_RO (where the library's presence cannot be told) is an error that
 // names the right to add (errors.Is(err, ErrNoPerm)); a connection error
 // is returned as it is, and nothing is remembered.
 func Detect(ctx context.Context, rdb redis.UniversalClient) (Backend, error) {
+	return detect(ctx, rdb, "")
+}
+
+// detect is Detect, the version asked with key ("" for ProbeKey).
+func detect(ctx context.Context, rdb redis.UniversalClient, key string) (Backend, error) {
 	_, err := rdb.Do(ctx, moduleProbe...).Result()
 	if err != nil && !isReplyErr(err) {
 		return "", err
@@ -64,7 +70,7 @@ func Detect(ctx context.Context, rdb redis.UniversalClient) (Backend, error) {
 	if moduleAnswered(err) {
 		return BackendModule, nil
 	}
-	v, err := rdb.Do(ctx, versionProbe...).Result()
+	v, err := rdb.Do(ctx, versionArgs(key)...).Result()
 	if err != nil && !isReplyErr(err) {
 		return "", err
 	}
@@ -98,7 +104,7 @@ func moduleAnswered(err error) bool {
 	return ce.Code == "NOPERM" || strings.Contains(strings.ToLower(ce.Message), "wrong number of arguments")
 }
 
-// libraryAnswered reads the reply to versionProbe (v, or err its error
+// libraryAnswered reads the reply to versionArgs (v, or err its error
 // reply): nil when the library answered a version; an error naming
 // +fcall_ro for NOPERM; ErrNoBackend for any other error reply ("Function
 // not found", "unknown command" on a server older than Functions).
@@ -117,7 +123,7 @@ func libraryAnswered(v interface{}, err error) error {
 	}
 	s, ok := asString(v)
 	if !ok || !isVersion(s) {
-		return fmt.Errorf("seckill: FCALL_RO seckill_version 0 answered %s, not a version: load "+
+		return fmt.Errorf("seckill: FCALL_RO seckill_version answered %s, not a version: load "+
 			"functions/seckill.lua again (FUNCTION LOAD REPLACE)", describe(v))
 	}
 	return nil

@@ -36,6 +36,7 @@ type Client struct {
 
 	mu      sync.Mutex   // held by a detection, so it runs once
 	backend atomic.Value // Backend, once known
+	keys    sync.Map     // sale key -> []string: what seckill_keys listed (the library)
 }
 
 // New wraps rdb. Nothing is sent until the first call.
@@ -56,6 +57,12 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // Backend is the backend this client uses, detected at the first call
 // unless Options named one. A failed detection is tried again next time.
 func (c *Client) Backend(ctx context.Context) (Backend, error) {
+	return c.backendFor(ctx, "")
+}
+
+// backendFor is Backend, with the library's version asked with key (the
+// sale key at hand; "" for ProbeKey).
+func (c *Client) backendFor(ctx context.Context, key string) (Backend, error) {
 	if b, ok := c.backend.Load().(Backend); ok {
 		return b, nil
 	}
@@ -64,7 +71,7 @@ func (c *Client) Backend(ctx context.Context) (Backend, error) {
 	if b, ok := c.backend.Load().(Backend); ok {
 		return b, nil // detected while this call waited
 	}
-	b, err := Detect(ctx, c.rdb)
+	b, err := detect(ctx, c.rdb, key)
 	if err != nil {
 		return "", err
 	}
@@ -79,13 +86,74 @@ func (c *Client) Sale(key string) *Sale { return &Sale{c: c, key: key} }
 // key) on the client's backend, retrying TRYAGAIN within the policy. A
 // nil reply is (nil, nil); an error reply is a *CommandError.
 func (c *Client) do(ctx context.Context, args []interface{}) (interface{}, error) {
-	b, err := c.Backend(ctx)
+	key, _ := args[1].(string)
+	b, err := c.backendFor(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	if b == BackendFunctions {
-		args = toFunctions(args)
+		return c.doLibrary(ctx, key, args)
 	}
+	return c.send(ctx, args)
+}
+
+// doLibrary sends args to the library with the keys the call declares
+// (docs/managed-redis.md, "Calling it"): for INIT those its arguments name
+// (and with REPLACE those seckill_keys lists for the sale replaced), for
+// INFO and GET none, for the rest the list seckill_keys gave for the sale,
+// kept per key. A call refused as undeclared (the sale was replaced, with
+// another stream say, since the list was asked: nothing changed) goes once
+// more with the list asked again; a second refusal is returned.
+func (c *Client) doLibrary(ctx context.Context, key string, args []interface{}) (interface{}, error) {
+	for attempt := 0; ; attempt++ {
+		keys, err := c.declared(ctx, key, args)
+		if err != nil {
+			return nil, err
+		}
+		v, err := c.send(ctx, toFunctions(args, keys))
+		if command(args) == "INIT" || isUndeclared(err) {
+			c.keys.Delete(key) // asked again at the sale's next call
+		}
+		if attempt > 0 || !isUndeclared(err) {
+			return v, err
+		}
+	}
+}
+
+// declared: the keys, after the sale key, the call on key declares.
+func (c *Client) declared(ctx context.Context, key string, args []interface{}) ([]string, error) {
+	switch sub := command(args); {
+	case saleKeyOnly[sub]:
+		return nil, nil
+	case sub == "INIT":
+		own, replace := initKeys(args)
+		if !replace {
+			return own, nil
+		}
+		old, err := c.listed(ctx, key)
+		return merged(own, old), err
+	}
+	if keys, ok := c.keys.Load(key); ok {
+		return keys.([]string), nil
+	}
+	keys, err := c.listed(ctx, key)
+	if err == nil {
+		c.keys.Store(key, keys)
+	}
+	return keys, err
+}
+
+// listed asks FCALL_RO seckill_keys 1 key.
+func (c *Client) listed(ctx context.Context, key string) ([]string, error) {
+	v, err := c.send(ctx, keysArgs(key))
+	if err != nil {
+		return nil, err
+	}
+	return parseKeys(v)
+}
+
+// send sends args as they are, retrying TRYAGAIN within the policy.
+func (c *Client) send(ctx context.Context, args []interface{}) (interface{}, error) {
 	v, _, err := retrying(ctx, c.retry, time.Now, sleepCtx, isTryAgain, func() (interface{}, error) {
 		v, err := c.rdb.Do(ctx, args...).Result()
 		if errors.Is(err, redis.Nil) {
