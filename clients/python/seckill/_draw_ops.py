@@ -3,7 +3,7 @@ or repeated until the draw is complete), a page of ENTRANTS, and the
 verification of a draw (INFO, every page of ENTRANTS, then
 seckill.draw.verify). `Sale`, `SplitSale` and their seckill.aio versions
 run them; through the drivers they reach the module or the Functions
-library (`FCALL seckill_enter 1 key ...`) alike."""
+library (`FCALL seckill_enter 5 key <its four draw keys> ...`) alike."""
 
 from __future__ import annotations
 

@@ -39,63 +39,69 @@ class Driver:
     def run(self, op: _io.Steps) -> Any:
         """Executes `op` step by step; returns its result or raises its error.
         A step's error is thrown into the operation where it yielded."""
-        value: Any = None
-        error: Any = None
-        while True:
-            done, step = _io.advance(op, value, error)
-            if done:
-                return step
-            value = error = None
-            try:
-                value = _DO[type(step)](self, step)
-            except BaseException as exc:   # thrown into the operation, which may handle it
-                error = exc
+        return _io.drive(op, lambda step: _DO[type(step)](self, step), BaseException)
 
-    def _resolve(self) -> str:
+    def _resolve(self, key: Any = None) -> str:
         if self.backend is None:
             scope = be.scope(self.r)
             found = getattr(scope, be.CACHE_ATTR, None)
             if found is None:
-                op, value, error = be.detect(), None, None
-                while True:
-                    done, step = _io.advance(op, value, error)
-                    if done:
-                        found = step
-                        break
-                    value = error = None
-                    # a cluster: one master answers (these commands have no key)
-                    kw = {'target_nodes': self.r.get_default_node()} if self.cluster else {}
-                    try:
-                        value = self.r.execute_command(*step.args, **kw)
-                    except Exception as exc:
-                        error = exc
+                found = _io.drive(be.detect(key), self._probe)
                 setattr(scope, be.CACHE_ATTR, found)
             self.backend = found
         return self.backend
 
-    def _cmds(self, commands: Any) -> Any:
-        if self._resolve() == be.FUNCTIONS:
-            return [be.to_functions(c) for c in commands]
-        return commands
+    def _probe(self, step: _io.Call) -> Any:
+        # a cluster: one master answers the keyless module probe
+        kw = ({'target_nodes': self.r.get_default_node()}
+              if self.cluster and step.args == be.MODULE_PROBE else {})
+        return self.r.execute_command(*step.args, **kw)
+
+    def _library(self, commands: Any, send: Callable[[Any], List[Any]]) -> Any:
+        """Replies (errors in place) to `commands` sent to the library with
+        their keys (seckill.backend.batch): its lists through this client,
+        the calls themselves with `send`. None on the module."""
+        if self._resolve(_first_key(commands)) != be.FUNCTIONS:
+            return None
+        return _io.drive(be.batch(commands, be.keys_of(be.scope(self.r))),
+                         lambda step: send(step.commands) if isinstance(step, be.Batch)
+                         else self.r.execute_command(*step.args))
+
+    def _each(self, commands: Any) -> List[Any]:
+        out: List[Any] = []
+        for c in commands:
+            try:
+                out.append(self.r.execute_command(*c))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     def _call(self, step: _io.Call) -> Any:
-        return self.r.execute_command(*self._cmds([step.args])[0])
+        replies = self._library([step.args], self._each)
+        if replies is None:
+            return self.r.execute_command(*step.args)
+        return _raised(replies)[0]
+
+    def _pipelined(self, client: Any, commands: Any, raise_on_error: bool) -> List[Any]:
+        pipe = (client.pipeline() if client is self.r and self.cluster
+                else client.pipeline(transaction=False))
+        for c in commands:
+            pipe.execute_command(*c)
+        return pipe.execute(raise_on_error=raise_on_error)
 
     def _round(self, step: _io.Round) -> List[Any]:
         if not step.commands:
             return []
-        pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
-        for c in self._cmds(step.commands):
-            pipe.execute_command(*c)
-        return pipe.execute()
+        replies = self._library(step.commands, lambda c: self._pipelined(self.r, c, False))
+        if replies is None:
+            return self._pipelined(self.r, step.commands, True)
+        return _raised(replies)
 
     def _on_node(self, step: _io.OnNode) -> List[Any]:
         client = (self.r.get_redis_connection(self.r.get_node_from_key(step.key))
                   if self.cluster else self.r)
-        pipe = client.pipeline(transaction=False)
-        for c in self._cmds(step.commands):
-            pipe.execute_command(*c)
-        return pipe.execute(raise_on_error=False)
+        replies = self._library(step.commands, lambda c: self._pipelined(client, c, False))
+        return self._pipelined(client, step.commands, False) if replies is None else replies
 
     def _sleep(self, step: _io.Sleep) -> None:
         time.sleep(step.seconds)
@@ -142,6 +148,20 @@ class Driver:
             lock = self._locks.setdefault(step.name, threading.Lock())
         with lock:
             return self.run(step.body)
+
+
+def _first_key(commands: Any) -> Any:
+    """The sale key of the first SECKILL command, which the version probe
+    is asked with (None: PROBE_KEY)."""
+    return next((c[1] for c in commands if be.command(c) is not None), None)
+
+
+def _raised(replies: List[Any]) -> List[Any]:
+    """The replies, or the first error among them raised."""
+    for r in replies:
+        if isinstance(r, Exception):
+            raise r
+    return replies
 
 
 _DO: Dict[type, Callable[[Driver, Any], Any]] = {

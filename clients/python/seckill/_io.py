@@ -121,6 +121,33 @@ def advance(op: Steps, value: Any, error: Optional[BaseException]) -> Tuple[bool
         return True, stop.value
 
 
+def drive(op: Steps, do: Any, catch: Any = Exception) -> Any:
+    """Runs `op` with `do(step)` as each step's value (its exception, of
+    the class `catch`, thrown in where it yielded): the sync driver's loops
+    in one place. Returns op's result."""
+    value: Any = None
+    error: Any = None
+    while True:
+        done, step = advance(op, value, error)
+        if done:
+            return step
+        value = error = None
+        try:
+            value = do(step)
+        except catch as exc:   # thrown into the operation, which may handle it
+            error = exc
+
+
+def kept(scope: Any, attr: str, make: Any) -> Any:
+    """The object kept on a client's scope under `attr` (made by `make()`
+    the first time): what belongs to a connection pool, not to one driver."""
+    found = getattr(scope, attr, None)
+    if found is None:
+        found = make()
+        setattr(scope, attr, found)
+    return found
+
+
 def call(args: Sequence[Any]) -> Steps:
     """One command: its reply. The one place the client retries TRYAGAIN
     (a key of the command is mid-migration: the module answers it when a
@@ -155,4 +182,5 @@ def pairs_dict(reply: Any) -> dict:
 
 
 __all__ = ['TRYAGAIN_DELAYS', 'TRYAGAIN_BUDGET', 'Steps', 'Call', 'Round', 'OnNode', 'Sleep',
-           'Refresh', 'Replicas', 'ReplicaInfo', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict']
+           'Refresh', 'Replicas', 'ReplicaInfo', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict',
+           'drive', 'kept']

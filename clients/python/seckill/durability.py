@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
+from ._io import kept
 from .split_protocol import hash_tag
 
 AUTO = 'auto'
@@ -146,11 +147,7 @@ MEMORY_ATTR = '_seckill_replicas'
 
 def memory_of(scope: Any) -> ReplicaMemory:
     """The ReplicaMemory kept on `scope` (seckill.backend.scope(client))."""
-    mem = getattr(scope, MEMORY_ATTR, None)
-    if mem is None:
-        mem = ReplicaMemory()
-        setattr(scope, MEMORY_ATTR, mem)
-    return mem
+    return kept(scope, MEMORY_ATTR, ReplicaMemory)
 
 
 def online_replicas(info: Dict[str, Any]) -> int:

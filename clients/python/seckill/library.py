@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any, Optional, Tuple
 
-from .backend import LIBRARY_NAME, library_loaded, parse_version
+from .backend import LIBRARY_NAME, library_loaded, parse_version, version_args
 
 PACKAGED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'seckill.lua')
 REPO_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -84,7 +84,7 @@ def loaded_version(r: Any) -> Optional[str]:
     libs = r.execute_command('FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY_NAME)
     if not library_loaded(libs):
         return None
-    v = r.execute_command('FCALL_RO', 'seckill_version', 0)
+    v = r.execute_command(*version_args())
     return v.decode() if isinstance(v, bytes) else str(v)
 
 

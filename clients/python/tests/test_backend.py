@@ -34,6 +34,126 @@ def test_to_functions_translates_seckill_commands_only():
     assert be.to_functions([]) == []
 
 
+def test_to_functions_declares_the_keys_after_the_sale_key():
+    assert be.to_functions(['SECKILL.RESERVE', 'k', 'u'], ['k:ev']) == \
+        ['FCALL', 'seckill_reserve', 2, 'k', 'k:ev', 'u']
+    assert be.to_functions(['SECKILL.ENTRANTS', 'k', 0], be.draw_keys('k')) == \
+        ['FCALL_RO', 'seckill_entrants', 5, 'k', 'k:secret', 'k:entrants', 'k:perm', 'k:wait', 0]
+    assert be.draw_keys(b'k') == [b'k:secret', b'k:entrants', b'k:perm', b'k:wait']
+
+
+DRAW4 = ['s:secret', 's:entrants', 's:perm', 's:wait']
+
+
+@pytest.mark.parametrize('options,keys,replace', [
+    ([], [], False),
+    (['STREAM', 's:ev'], ['s:ev'], False),
+    (['stream', 's:ev', 'maxlen', 10, 'REPLACE'], ['s:ev'], True),
+    (['END', 5, 'DRAW'], DRAW4, False),
+    (['END', 5, 'draw', 'BEACON', 'nist', 'Replace'], DRAW4, True),
+    (['STREAM', 's:ev', 'END', 5, 'DRAW'], ['s:ev'] + DRAW4, False),
+    # values that read like option words are values
+    (['STREAM', 'draw', 'MAXLEN', 5], ['draw'], False),
+    (['END', 5, 'DRAW', 'BEACON', 'REPLACE'], DRAW4, False),
+    (['SPLIT', 'r1', 2, 'DRAW', 'REPLACE', 'STREAM', 's:ev'], ['s:ev'], False),
+    (['LIMIT', 2, 'HOLD', 1000, 'START', 1, 'TTL', 9, 'SHARDS', 2, 'FENCE', 'STREAM', b's:ev'],
+     [b's:ev'], False),
+    # an unknown word or a bad SPLIT count ends the reading: the server refuses the call
+    (['BOGUS', 'DRAW'], [], False),
+    (['SPLIT', 'r1', 'x', 'DRAW'], [], False),
+    (['STREAM'], [], False),
+])
+def test_init_keys_from_its_arguments(options, keys, replace):
+    assert be.init_keys(['SECKILL.INIT', 's', 10, *options]) == (keys, replace)
+
+
+def test_init_keys_of_the_init_the_client_builds():
+    from seckill import protocol as p
+    args = p.init_args('s', 10, end_ms=5, stream='s:ev', maxlen=3, draw=True, beacon='b',
+                       replace=True, fence=True)
+    assert be.init_keys(args) == (['s:ev'] + DRAW4, True)
+
+
+def test_undeclared_and_parse_keys():
+    assert be.undeclared(redis.ResponseError('undeclared key s:ev: pass the keys ...'))
+    assert be.undeclared(redis.ResponseError('ERR undeclared key s:ev'))
+    assert not be.undeclared(redis.ResponseError('WRONGTYPE Operation against a key'))
+    assert not be.undeclared('undeclared key')           # a value is no refusal
+    assert be.parse_keys([b's:ev', 's:secret']) == ['s:ev', 's:secret']
+    assert be.parse_keys(None) == []
+    assert be.version_args() == ['FCALL_RO', 'seckill_version', 1, 'seckill:probe']
+    assert be.version_args('s') == ['FCALL_RO', 'seckill_version', 1, 's']
+    assert be.merged(['a', 'b'], ['b', 'c']) == ['a', 'b', 'c']
+
+
+def run_batch(commands, cache, answer):
+    """Runs be.batch with `answer(step)` as the server: (replies, steps seen)."""
+    from seckill._io import drive
+    seen = []
+
+    def do(step):
+        seen.append(step)
+        return answer(step)
+    return drive(be.batch(commands, cache), do), seen
+
+
+UNDECLARED = redis.ResponseError('undeclared key s:new: pass the keys FCALL_RO seckill_keys 1 s')
+
+
+def test_batch_asks_the_keys_once_per_sale():
+    cache = be.KeyCache()
+
+    def answer(step):
+        if isinstance(step, be.Batch):
+            return ['ok'] * len(step.commands)
+        assert step.args == ['FCALL_RO', 'seckill_keys', 1, 's']
+        return [b's:ev']
+    replies, seen = run_batch([['SECKILL.RESERVE', 's', 'u'], ['SECKILL.INFO', 's']], cache, answer)
+    assert replies == ['ok', 'ok']
+    assert seen[-1].commands == [['FCALL', 'seckill_reserve', 2, 's', 's:ev', 'u'],
+                                 ['FCALL_RO', 'seckill_info', 1, 's']]
+    _, seen = run_batch([['SECKILL.CONFIRM', 's', 'r']], cache, answer)
+    assert len(seen) == 1                                        # cached: no seckill_keys
+
+
+def test_batch_retries_an_undeclared_refusal_once_with_the_list_asked_again():
+    cache = be.KeyCache()
+    cache.put('s', ['s:old'])
+    tries = []
+
+    def answer(step):
+        if not isinstance(step, be.Batch):
+            return ['s:new']
+        tries.append(step.commands)
+        return [UNDECLARED if len(tries) == 1 else 'ok', 'acked'][:len(step.commands)]
+    replies, seen = run_batch([['SECKILL.RESERVE', 's', 'u'], ['WAIT', 1, 10]], cache, answer)
+    assert replies == ['ok', 'acked']
+    assert tries[1] == [['FCALL', 'seckill_reserve', 2, 's', 's:new', 'u'], ['WAIT', 1, 10]]
+    assert cache.get('s') == ['s:new']
+
+    tries.clear()                                  # refused again: the server's error
+    replies, _ = run_batch([['SECKILL.RESERVE', 's', 'u']], cache,
+                           lambda st: [UNDECLARED] if isinstance(st, be.Batch) else ['s:x'])
+    assert replies == [UNDECLARED]
+
+
+def test_batch_init_declares_its_own_keys_and_with_replace_the_old_ones():
+    cache = be.KeyCache()
+    cache.put('s', ['s:old'])
+
+    def answer(step):
+        if isinstance(step, be.Batch):
+            return ['OK']
+        assert step.args == ['FCALL_RO', 'seckill_keys', 1, 's']
+        return ['s:old'] + DRAW4
+    _, seen = run_batch([['SECKILL.INIT', 's', 10, 'STREAM', 's:new', 'REPLACE']], cache, answer)
+    assert seen[-1].commands == [['FCALL', 'seckill_init', 7, 's', 's:new', 's:old', *DRAW4,
+                                  10, 'STREAM', 's:new', 'REPLACE']]
+    assert cache.get('s') is None                  # asked again at the sale's next use
+    _, seen = run_batch([['SECKILL.INIT', 's', 10, 'STREAM', 's:new']], cache, answer)
+    assert len(seen) == 1 and seen[0].commands[0][2] == 2     # no REPLACE: nothing asked
+
+
 UNKNOWN = redis.ResponseError("unknown command 'SECKILL.INFO', with args beginning with: ")
 ARITY = redis.ResponseError("wrong number of arguments for 'seckill.info' command")
 
@@ -59,10 +179,13 @@ def test_detect_as_steps():
     op = be.detect()
     assert op.send(None).args == ['SECKILL.INFO']
     step = op.throw(UNKNOWN)     # no module
-    assert step.args == ['FCALL_RO', 'seckill_version', 0]
+    assert step.args == ['FCALL_RO', 'seckill_version', 1, 'seckill:probe']
     with pytest.raises(StopIteration) as stop:
         op.send('1.0.0')
     assert stop.value.value == 'functions'
+    op = be.detect('sale:{1}')
+    op.send(None)
+    assert op.throw(UNKNOWN).args == ['FCALL_RO', 'seckill_version', 1, 'sale:{1}']
     op = be.detect()
     op.send(None)
     with pytest.raises(StopIteration) as stop:

@@ -62,10 +62,10 @@ def test_install_status_idempotent_and_no_downgrade(server, capsys, tmp_path):
     assert capsys.readouterr().out == 'upgraded seckill %s -> 99.0.0\n' % VERSION
     assert run('functions', 'install', '--redis', url) == 2          # a downgrade
     assert 'refusing to downgrade' in capsys.readouterr().err
-    assert server.client().execute_command('FCALL_RO', 'seckill_version', 0) == '99.0.0'
+    assert server.client().execute_command('FCALL_RO', 'seckill_version', 1, 'seckill:probe') == '99.0.0'
     assert run('functions', 'install', '--redis', url, '--force') == 0
     assert capsys.readouterr().out == 'downgraded seckill 99.0.0 -> %s (--force)\n' % VERSION
-    assert server.client().execute_command('FCALL_RO', 'seckill_version', 0) == VERSION
+    assert server.client().execute_command('FCALL_RO', 'seckill_version', 1, 'seckill:probe') == VERSION
 
 
 def test_as_a_process(server):

@@ -96,7 +96,7 @@ def test_wheel_installs_the_library(tmp_path, server):
     assert (out.returncode, out.stdout) == (0, 'seckill %s loaded\n' % VERSION), out.stderr
     c = server.client()
     try:
-        assert c.execute_command('FCALL_RO', 'seckill_version', 0) == VERSION
+        assert c.execute_command('FCALL_RO', 'seckill_version', 1, 'seckill:probe') == VERSION
     finally:
         c.close()
 

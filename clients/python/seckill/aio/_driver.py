@@ -10,6 +10,7 @@ from typing import Any, Awaitable, Callable, Dict, Hashable, List
 from .. import _io
 from .. import backend as be
 from .. import durability as dur
+from .._driver import _first_key, _raised
 from ..split_protocol import key_slot
 
 try:  # redis-py >= 4.3
@@ -18,6 +19,21 @@ try:  # redis-py >= 4.3
 except ImportError:  # pragma: no cover
     AsyncRedisCluster = ()  # type: ignore
     PipelineCommand = None  # type: ignore
+
+
+async def _drive(op: _io.Steps, do: Callable[[Any], Awaitable[Any]], catch: Any = Exception) -> Any:
+    """seckill._io.drive, awaited."""
+    value: Any = None
+    error: Any = None
+    while True:
+        done, step = _io.advance(op, value, error)
+        if done:
+            return step
+        value = error = None
+        try:
+            value = await do(step)
+        except catch as exc:   # thrown into the operation, which may handle it
+            error = exc
 
 
 class AsyncDriver:
@@ -43,69 +59,78 @@ class AsyncDriver:
             # Every task waits for the one initialization first.
             await self.r.initialize()
             self._ready = True
-        value: Any = None
-        error: Any = None
-        while True:
-            done, step = _io.advance(op, value, error)
-            if done:
-                return step
-            value = error = None
-            try:
-                value = await _DO[type(step)](self, step)
-            except BaseException as exc:   # thrown into the operation, which may handle it
-                error = exc
+        return await _drive(op, lambda step: _DO[type(step)](self, step), BaseException)
 
-    async def _resolve(self) -> str:
+    async def _resolve(self, key: Any = None) -> str:
         if self.backend is None:
             scope = be.scope(self.r)
             found = getattr(scope, be.CACHE_ATTR, None)
             if found is None:
-                op, value, error = be.detect(), None, None
-                while True:
-                    done, step = _io.advance(op, value, error)
-                    if done:
-                        found = step
-                        break
-                    value = error = None
-                    # a cluster: one master answers (these commands have no key)
-                    kw = {'target_nodes': self.r.get_default_node()} if self.cluster else {}
-                    try:
-                        value = await self.r.execute_command(*step.args, **kw)
-                    except Exception as exc:
-                        error = exc
+                found = await _drive(be.detect(key), self._probe)
                 setattr(scope, be.CACHE_ATTR, found)
             self.backend = found
         return self.backend
 
-    async def _cmds(self, commands: Any) -> Any:
-        if await self._resolve() == be.FUNCTIONS:
-            return [be.to_functions(c) for c in commands]
-        return commands
+    async def _probe(self, step: _io.Call) -> Any:
+        # a cluster: one master answers the keyless module probe
+        kw = ({'target_nodes': self.r.get_default_node()}
+              if self.cluster and step.args == be.MODULE_PROBE else {})
+        return await self.r.execute_command(*step.args, **kw)
+
+    async def _library(self, commands: Any,
+                       send: Callable[[Any], Awaitable[List[Any]]]) -> Any:
+        """Replies (errors in place) to `commands` sent to the library with
+        their keys (seckill.backend.batch): its lists through this client,
+        the calls themselves with `send`. None on the module."""
+        if await self._resolve(_first_key(commands)) != be.FUNCTIONS:
+            return None
+
+        async def do(step: Any) -> Any:
+            if isinstance(step, be.Batch):
+                return await send(step.commands)
+            return await self.r.execute_command(*step.args)
+        return await _drive(be.batch(commands, be.keys_of(be.scope(self.r))), do)
+
+    async def _each(self, commands: Any) -> List[Any]:
+        out: List[Any] = []
+        for c in commands:
+            try:
+                out.append(await self.r.execute_command(*c))
+            except Exception as exc:
+                out.append(exc)
+        return out
 
     async def _call(self, step: _io.Call) -> Any:
-        return await self.r.execute_command(*(await self._cmds([step.args]))[0])
+        replies = await self._library([step.args], self._each)
+        if replies is None:
+            return await self.r.execute_command(*step.args)
+        return _raised(replies)[0]
+
+    async def _pipelined(self, commands: Any, raise_on_error: bool) -> List[Any]:
+        pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
+        for c in commands:
+            pipe.execute_command(*c)
+        return await pipe.execute(raise_on_error=raise_on_error)
 
     async def _round(self, step: _io.Round) -> List[Any]:
         if not step.commands:
             return []
-        cmds = await self._cmds(step.commands)
-        pipe = self.r.pipeline() if self.cluster else self.r.pipeline(transaction=False)
-        for c in cmds:
-            pipe.execute_command(*c)
-        return await pipe.execute()
+        replies = await self._library(step.commands, lambda c: self._pipelined(c, False))
+        if replies is None:
+            return await self._pipelined(step.commands, True)
+        return _raised(replies)
 
     async def _on_node(self, step: _io.OnNode) -> List[Any]:
-        cmds = await self._cmds(step.commands)
-        if not self.cluster:
-            pipe = self.r.pipeline(transaction=False)
-            for c in cmds:
-                pipe.execute_command(*c)
-            return await pipe.execute(raise_on_error=False)
-        # One connection to the key's master for all the commands (SEND and
-        # its WAIT), as redis.asyncio's cluster pipeline does per node.
-        commands = [PipelineCommand(i, *c) for i, c in enumerate(cmds)]
-        await self.r.get_node_from_key(step.key).execute_pipeline(commands)
-        return [c.result for c in commands]
+        async def send(cmds: Any) -> List[Any]:
+            if not self.cluster:
+                return await self._pipelined(cmds, False)
+            # One connection to the key's master for all the commands (SEND and
+            # its WAIT), as redis.asyncio's cluster pipeline does per node.
+            commands = [PipelineCommand(i, *c) for i, c in enumerate(cmds)]
+            await self.r.get_node_from_key(step.key).execute_pipeline(commands)
+            return [c.result for c in commands]
+        replies = await self._library(step.commands, send)
+        return await send(step.commands) if replies is None else replies
 
     async def _sleep(self, step: _io.Sleep) -> None:
         await asyncio.sleep(step.seconds)

@@ -475,7 +475,8 @@ def _rebuild_in_one_transaction(store: Store, r: Any, cfg: SaleConfig,
         calls += group
     first_reserve = len(calls)
     calls += [p.reserve_args(key, o.user, o.qty, o.rid) for o in restore]
-    replies = _transaction(r, key, [be.to_functions(c) for c in calls])
+    keys, _ = be.init_keys(calls[0])       # what the new sale's calls touch: its INIT says
+    replies = _transaction(r, key, [be.to_functions(c, keys) for c in calls])
     if replies is None:
         return None
     errors = [x for x in replies if isinstance(x, Exception)]

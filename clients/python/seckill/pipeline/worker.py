@@ -27,8 +27,9 @@ events to the order store in one transaction, and acknowledges the entries
 On the Functions library (functions/seckill.lua, docs/managed-redis.md)
 nothing releases a hold that ran out by itself: the worker does, every
 `expire_every_s` (a second), for each sale it serves (`expire()`:
-`FCALL seckill_expire 1 key 256`, again at once while a call releases all
-it asked for). On the module it does nothing: the module's timer does it.
+`FCALL seckill_expire n key [keys...] 256` with the keys seckill_keys
+lists for the sale, again at once while its reply `[released, more]` says
+more are due). On the module it does nothing: the module's timer does it.
 """
 
 from __future__ import annotations
@@ -248,9 +249,9 @@ class Worker:
 
     def expire(self) -> int:
         """On the Functions library: releases the due holds of every sale
-        this worker serves (FCALL seckill_expire 1 key EXPIRE_COUNT, again
-        while a call answers all it asked for, EXPIRE_CALLS at most per
-        sale; the rest in the next step). Their `expired` entries reach the
+        this worker serves (FCALL seckill_expire n key [keys...]
+        EXPIRE_COUNT, again while its reply says more are due, EXPIRE_CALLS
+        at most per sale; the rest in the next step). Their `expired` entries reach the
         stream, and the orders are cancelled as they are read. Returns the
         holds released; 0 on the module (its timer releases them)."""
         if self._driver._resolve() != be.FUNCTIONS:
@@ -259,9 +260,9 @@ class Worker:
         for cfg in self.sales.values():
             try:
                 for _ in range(EXPIRE_CALLS):
-                    n = self._driver.run(_expire_op(cfg.key, EXPIRE_COUNT))
+                    n, more = self._driver.run(_expire_op(cfg.key, EXPIRE_COUNT))
                     released += n
-                    if n < EXPIRE_COUNT:
+                    if not more:
                         break
                 else:
                     self._next_expire = 0.0    # more are due: the next step goes on
@@ -366,10 +367,20 @@ class Worker:
             self.stats.acked += int(self.r.execute_command('XACK', stream, self.group, *ids))
 
 
+def parse_expired(reply: Any) -> Tuple[int, bool]:
+    """seckill_expire's reply `[released, more]`: (holds released, whether
+    due holds remain: call again at once)."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ResponseError('seckill_expire answered %r, not [released, more]: load '
+                            'functions/seckill.lua again' % (reply,))
+    return int(reply[0]), int(reply[1]) == 1
+
+
 def _expire_op(key: str, count: int) -> _io.Steps:
     """SECKILL.EXPIRE key count: the library's seckill_expire (the driver of
-    a 'functions' client sends it as FCALL seckill_expire 1 key count)."""
-    return int((yield _io.Call(['SECKILL.EXPIRE', key, count])))
+    a 'functions' client sends it as FCALL seckill_expire n key [keys...]
+    count): (released, more)."""
+    return parse_expired((yield _io.Call(['SECKILL.EXPIRE', key, count])))
 
 
 def _pairs_entries(entries: Any) -> List[Tuple[str, Any]]:
