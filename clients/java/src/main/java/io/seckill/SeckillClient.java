@@ -1,7 +1,9 @@
 package io.seckill;
 
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -25,6 +27,8 @@ public final class SeckillClient {
     private final RandomGenerator random = RandomGenerator.getDefault();
     private final LongAdder tryAgainRetries = new LongAdder();
     private volatile Backend backend;
+    /** The library's keys per sale key, as seckill_keys listed them ({@link LibraryKeys}). */
+    private final Map<String, List<String>> keys = new ConcurrentHashMap<>();
 
     private SeckillClient(Builder b) {
         this.transport = b.transport;
@@ -58,7 +62,7 @@ public final class SeckillClient {
 
         /**
          * The backend to use; without it the first call asks the server ({@code SECKILL.INFO}
-         * without a key, then {@code FCALL_RO seckill_version 0}; {@link SeckillClient#backend}).
+         * without a key, then {@code FCALL_RO seckill_version 1 key}; {@link SeckillClient#backend}).
          */
         public Builder backend(Backend b) {
             this.backend = b;
@@ -115,7 +119,7 @@ public final class SeckillClient {
      * the server knows the command (it answers its arity error to any user: Redis checks the
      * arity before the ACL; NOPERM, from a server that checks the ACL first, also means the
      * command exists, and the user may still be allowed RESERVE and the rest), else
-     * {@code FCALL_RO seckill_version 0} is the library when it answers a version.
+     * {@code FCALL_RO seckill_version 1 sampleKey} is the library when it answers a version.
      * {@link BackendException} when neither, or when the ACL refuses FCALL_RO (NOPERM: there
      * the library's presence cannot be told; the message names the right to add).
      */
@@ -133,7 +137,7 @@ public final class SeckillClient {
     }
 
     static final String NO_BACKEND = "neither the seckill module (SECKILL.INFO is an unknown command) nor the "
-            + "seckill Functions library (FCALL_RO seckill_version 0) is on this server: load the module, or "
+            + "seckill Functions library (FCALL_RO seckill_version 1 key) is on this server: load the module, or "
             + "FUNCTION LOAD functions/seckill.lua (docs/managed-redis.md)";
 
     private Backend detect(String key) {
@@ -147,7 +151,7 @@ public final class SeckillClient {
         }
         Object version;
         try {
-            version = transport.call(Wire.keyless(key, Wire.Reply.BULK, "FCALL_RO", "seckill_version", "0"));
+            version = transport.call(LibraryKeys.versionWire(key));
         } catch (CommandException e) {
             if ("NOPERM".equals(e.code())) {
                 throw new BackendException("the seckill module is not on this server, and this ACL user may not "
@@ -157,7 +161,7 @@ public final class SeckillClient {
             throw new BackendException(NO_BACKEND, e);
         }
         if (!(version instanceof String v) || !v.strip().matches("[0-9]+(\\.[0-9]+)*")) {
-            throw new BackendException("FCALL_RO seckill_version 0 answered " + Protocol.show(version)
+            throw new BackendException("FCALL_RO seckill_version answered " + Protocol.show(version)
                     + ", not a version: load functions/seckill.lua again (FUNCTION LOAD REPLACE)");
         }
         return Backend.FUNCTIONS;
@@ -178,11 +182,104 @@ public final class SeckillClient {
 
     // ------------------------------------------------------------ calls
 
+    /**
+     * One command on the sale at {@code key}. On the library it declares its keys
+     * ({@link LibraryKeys}: INIT's from its arguments, plus with REPLACE those the sale being
+     * replaced lists; none for INFO and GET; for the rest the list seckill_keys gave, kept per
+     * key); a call refused as undeclared (the sale was replaced since the list was asked: nothing
+     * changed) goes once more with the list asked again, and a second refusal is thrown.
+     */
     <T> T run(String key, Op<T> op) {
-        Wire w = backend(key).wire(op.sub(), key, op.args(), op.reply());
+        Backend b = backend(key);
+        for (int refused = 0; ; refused++) {
+            Wire w = b.wire(op.sub(), key, b == Backend.FUNCTIONS ? declared(key, op) : List.of(), op.args(), op.reply());
+            try {
+                Object reply = call(w);
+                settled(key, op, null);
+                return op.parse().apply(reply);
+            } catch (CommandException e) {
+                if (!settled(key, op, e) || refused > 0) {
+                    throw e;
+                }
+            }
+        }
+    }
+
+    <T> CompletableFuture<T> runAsync(String key, Op<T> op) {
+        Backend b = backend(key);
+        if (b != Backend.FUNCTIONS) {
+            return attempt(b.wire(op.sub(), key, op.args(), op.reply()), 1).thenApply(op.parse());
+        }
+        return libraryAsync(key, op, 0).thenApply(op.parse());
+    }
+
+    private CompletableFuture<Object> libraryAsync(String key, Op<?> op, int refused) {
+        return declaredAsync(key, op)
+                .thenCompose(k -> attempt(Backend.FUNCTIONS.wire(op.sub(), key, k, op.args(), op.reply()), 1))
+                .handle((r, err) -> {
+                    Throwable e = unwrap(err);
+                    if (settled(key, op, e) && refused == 0) {
+                        return libraryAsync(key, op, 1);
+                    }
+                    return e == null ? CompletableFuture.completedFuture(r) : CompletableFuture.<Object>failedFuture(e);
+                })
+                .thenCompose(f -> f);
+    }
+
+    /**
+     * After a library call: forgets the sale's list after an INIT (asked again at its next use)
+     * or a refusal as undeclared; true for the refusal (the call may go again).
+     */
+    private boolean settled(String key, Op<?> op, Throwable error) {
+        boolean refused = LibraryKeys.undeclared(error);
+        if (refused || op.sub().equals("INIT")) {
+            keys.remove(key);
+        }
+        return refused;
+    }
+
+    /** The keys, after the sale key, the library call {@code op} on {@code key} declares. */
+    private List<String> declared(String key, Op<?> op) {
+        try {
+            return declaredAsync(key, op).join();
+        } catch (CompletionException e) {
+            if (unwrap(e) instanceof RuntimeException r) {
+                throw r;
+            }
+            throw e;
+        }
+    }
+
+    private CompletableFuture<List<String>> declaredAsync(String key, Op<?> op) {
+        if (LibraryKeys.SALE_KEY_ONLY.contains(op.sub())) {
+            return CompletableFuture.completedFuture(List.of());
+        }
+        if (op.sub().equals("INIT")) {
+            LibraryKeys.InitKeys own = LibraryKeys.initKeys(key, op.args());
+            return own.replace()
+                    ? listed(key).thenApply(old -> LibraryKeys.merged(own.keys(), old))
+                    : CompletableFuture.completedFuture(own.keys());
+        }
+        List<String> known = keys.get(key);
+        if (known != null) {
+            return CompletableFuture.completedFuture(known);
+        }
+        return listed(key).thenApply(k -> {
+            keys.put(key, k);
+            return k;
+        });
+    }
+
+    /** {@code FCALL_RO seckill_keys 1 key}, TRYAGAIN retried. */
+    private CompletableFuture<List<String>> listed(String key) {
+        return attempt(LibraryKeys.keysWire(key), 1).thenApply(LibraryKeys::parseKeys);
+    }
+
+    /** One wire, TRYAGAIN retried within the policy. */
+    private Object call(Wire w) {
         for (int attempt = 1; ; attempt++) {
             try {
-                return op.parse().apply(transport.call(w));
+                return transport.call(w);
             } catch (CommandException e) {
                 if (!e.retryable() || attempt >= retry.attempts()) {
                     throw e;
@@ -191,11 +288,6 @@ public final class SeckillClient {
                 sleep(retry.delayMs(attempt, random), e);
             }
         }
-    }
-
-    <T> CompletableFuture<T> runAsync(String key, Op<T> op) {
-        Wire w = backend(key).wire(op.sub(), key, op.args(), op.reply());
-        return attempt(w, 1).thenApply(op.parse());
     }
 
     private CompletableFuture<Object> attempt(Wire w, int n) {

@@ -27,6 +27,66 @@ class ProtocolTest {
     }
 
     @Test
+    void theLibraryDeclaresTheKeysAfterTheSaleKey() {
+        Wire f = Backend.FUNCTIONS.wire("RESERVE", "s", List.of("s:ev"), List.of("u1"), Wire.Reply.ARRAY);
+        assertEquals(List.of("FCALL", "seckill_reserve", "2", "s", "s:ev", "u1"), f.words());
+        assertEquals("s", f.routingKey());
+        Wire m = Backend.MODULE.wire("RESERVE", "s", List.of("s:ev"), List.of("u1"), Wire.Reply.ARRAY);
+        assertEquals(List.of("SECKILL.RESERVE", "s", "u1"), m.words(), "the module declares its keys itself");
+        assertEquals(List.of("FCALL_RO", "seckill_keys", "1", "s"), LibraryKeys.keysWire("s").words());
+        assertEquals(List.of("FCALL_RO", "seckill_version", "1", "seckill:probe"), LibraryKeys.versionWire(null).words());
+        assertEquals("s", LibraryKeys.versionWire("s").routingKey());
+        assertEquals(List.of("a", "b", "c"), LibraryKeys.merged(List.of("a", "b"), List.of("b", "c")));
+        assertEquals(List.of("s:ev", "s:secret"), LibraryKeys.parseKeys(List.of("s:ev", "s:secret")));
+        assertEquals(List.of(), LibraryKeys.parseKeys(List.of()));
+        assertThrows(ProtocolException.class, () -> LibraryKeys.parseKeys("OK"));
+        assertTrue(LibraryKeys.undeclared(new CommandException("ERR undeclared key s:ev: pass the keys ...", null)));
+        assertTrue(!LibraryKeys.undeclared(new CommandException("ERR QTY must be from 1", null)));
+        assertTrue(!LibraryKeys.undeclared(null));
+    }
+
+    @Test
+    void initKeysFromItsArguments() {
+        List<String> draw4 = List.of("s:secret", "s:entrants", "s:perm", "s:wait");
+        List<String> streamDraw = new ArrayList<>(List.of("s:ev"));
+        streamDraw.addAll(draw4);
+        Object[][] cases = {
+            {List.of(), List.of(), false},
+            {List.of("STREAM", "s:ev"), List.of("s:ev"), false},
+            {List.of("stream", "s:ev", "maxlen", "10", "REPLACE"), List.of("s:ev"), true},
+            {List.of("END", "5", "DRAW"), draw4, false},
+            {List.of("END", "5", "draw", "BEACON", "nist", "Replace"), draw4, true},
+            {List.of("STREAM", "s:ev", "END", "5", "DRAW"), streamDraw, false},
+            // values that read like option words are values
+            {List.of("STREAM", "draw", "MAXLEN", "5"), List.of("draw"), false},
+            {List.of("END", "5", "DRAW", "BEACON", "REPLACE"), draw4, false},
+            {List.of("SPLIT", "r1", "2", "DRAW", "REPLACE", "STREAM", "s:ev"), List.of("s:ev"), false},
+            {List.of("LIMIT", "2", "HOLD", "1", "START", "1", "TTL", "9", "SHARDS", "2", "FENCE", "STREAM", "s:ev"),
+                List.of("s:ev"), false},
+            // an unknown word or a bad SPLIT count ends the reading: the server refuses the call
+            {List.of("BOGUS", "DRAW"), List.of(), false},
+            {List.of("SPLIT", "r1", "x", "DRAW"), List.of(), false},
+            {List.of("STREAM"), List.of(), false},
+        };
+        for (Object[] c : cases) {
+            List<String> args = new ArrayList<>(List.of("10"));
+            for (Object o : (List<?>) c[0]) {
+                args.add((String) o);
+            }
+            assertEquals(new LibraryKeys.InitKeys(castList(c[1]), (Boolean) c[2]),
+                    LibraryKeys.initKeys("s", args), args.toString());
+        }
+        List<String> init = new ArrayList<>(List.of("10"));
+        init.addAll(new InitOptions().endMs(5).stream("s:ev").maxlen(3).draw().fence().replace().args());
+        assertEquals(new LibraryKeys.InitKeys(streamDraw, true), LibraryKeys.initKeys("s", init));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<String> castList(Object o) {
+        return (List<String>) o;
+    }
+
+    @Test
     void reserveArgsAndIdBounds() {
         assertEquals(List.of("u1"), Protocol.reserveArgs("u1", 1, null));
         assertEquals(List.of("u1", "QTY", "3", "REQID", "o"), Protocol.reserveArgs("u1", 3, "o"));
@@ -85,22 +145,68 @@ class ProtocolTest {
         module.asyncSale("sale:{b}").draw(5, "v2");
         module.sale("sale:{b}").draw(5);
         lib.sale("sale:{b}").init(2, new InitOptions().endMs(9).draw().beacon("name"));
+        String s = "sale:{b}:secret", e = "sale:{b}:entrants", p = "sale:{b}:perm", w = "sale:{b}:wait";
         assertEquals(List.of(
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "10", "BEACON", "v1"),
-                List.of("FCALL", "seckill_draw", "1", "sale:{b}", "COUNT", "10", "BEACON", "v1"),
+                List.of("FCALL_RO", "seckill_keys", "1", "sale:{b}"),
+                List.of("FCALL", "seckill_draw", "5", "sale:{b}", s, e, p, w, "COUNT", "10", "BEACON", "v1"),
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "5", "BEACON", "v2"),
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "5"),
-                List.of("FCALL", "seckill_init", "1", "sale:{b}", "2", "END", "9", "DRAW", "BEACON", "name")),
+                List.of("FCALL", "seckill_init", "5", "sale:{b}", s, e, p, w, "2", "END", "9", "DRAW", "BEACON", "name")),
                 rec.sent);
     }
 
-    /** A transport that records what it is asked and answers a fixed DRAW or INIT reply. */
+    @Test
+    void aCallRefusedAsUndeclaredGoesOnceMoreWithTheListAskedAgain() {
+        Recording rec = new Recording();
+        rec.refusals = 1;
+        SeckillClient lib = SeckillClient.builder(rec).backend(Backend.FUNCTIONS).build();
+        lib.sale("sale:{b}").draw(10);
+        rec.sent.clear();
+        rec.refusals = 1;
+        lib.sale("sale:{b}").draw(10);                   // the cached list, refused: asked again
+        List<String> call = List.of("FCALL", "seckill_draw", "5", "sale:{b}", "sale:{b}:secret", "sale:{b}:entrants",
+                "sale:{b}:perm", "sale:{b}:wait", "COUNT", "10");
+        List<String> keys = List.of("FCALL_RO", "seckill_keys", "1", "sale:{b}");
+        assertEquals(List.of(call, keys, call), rec.sent);
+        rec.sent.clear();
+        rec.refusals = 2;                                // refused twice: the server's error
+        Throwable ce = assertThrows(java.util.concurrent.CompletionException.class, () -> lib.asyncSale("sale:{b}")
+                .draw(10).toCompletableFuture().join()).getCause();
+        assertTrue(LibraryKeys.undeclared(ce), String.valueOf(ce));
+        assertEquals(List.of(call, keys, call), rec.sent);
+        rec.sent.clear();
+        rec.refusals = 1;
+        lib.asyncSale("sale:{b}").draw(10).toCompletableFuture().join();
+        assertEquals(List.of(keys, call, keys, call), rec.sent);
+        rec.sent.clear();
+        lib.sale("sale:{b}").info();                     // INFO and GET: the sale key alone
+        assertEquals(List.of("FCALL_RO", "seckill_info", "1", "sale:{b}", "FORMAT", "JSON"), rec.sent.get(0));
+    }
+
+    /**
+     * A transport that records what it is asked and answers a fixed DRAW or INIT reply, a draw
+     * sale's keys to seckill_keys, and refuses the next {@code refusals} library calls as
+     * undeclared.
+     */
     static final class Recording implements Transport {
         final List<List<String>> sent = new ArrayList<>();
+        int refusals;
 
         @Override
         public Object call(Wire wire) {
             sent.add(wire.words());
+            if (wire.words().get(1).equals("seckill_keys")) {
+                return List.copyOf(LibraryKeys.drawKeys(wire.words().get(3)));
+            }
+            if (wire.name().startsWith("FCALL") && refusals > 0) {
+                refusals--;
+                throw new CommandException("ERR undeclared key sale:{b}:perm: pass the keys FCALL_RO seckill_keys 1 "
+                        + "sale:{b} lists after the sale key", null);
+            }
+            if (wire.name().equals("FCALL_RO")) {
+                return null;
+            }
             return wire.words().contains("COUNT") ? List.of(1L, 0L, 0L) : "OK";
         }
     }
