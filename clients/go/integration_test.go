@@ -327,3 +327,56 @@ func TestLocalSoldOutFlag(t *testing.T) {
 		}
 	})
 }
+
+// The keys the library's calls declare (docs/managed-redis.md, "Calling
+// it"), on both backends alike: a sale with a STREAM, a sale whose stream
+// another client changed with INIT REPLACE (this client's list is stale:
+// one refusal, seckill_keys again, the retry), and INIT REPLACE of a draw
+// sale, whose four keys go.
+func TestDeclaredKeys(t *testing.T) {
+	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, bc backendCase, rdb *redis.Client) {
+		a := New(rdb, Options{Backend: bc.backend})
+		b := New(rdb, Options{Backend: bc.backend})
+		key := uniq("sale:{keys}")
+		s1, s2 := key+":ev1", key+":ev2"
+		must(t, errOf(a.Sale(key).Init(ctx, 10, InitOptions{Stream: s1, HoldMs: 60000})))
+		r, err := a.Sale(key).Reserve(ctx, "u1", ReserveOptions{ReqID: "o1"})
+		if err != nil || r.Status != StatusReserved {
+			t.Fatalf("RESERVE with a stream: %+v %v", r, err)
+		}
+		// another client replaces the sale with another stream; a's list names s1
+		must(t, errOf(b.Sale(key).Init(ctx, 10, InitOptions{Stream: s2, Replace: true})))
+		r, err = a.Sale(key).Reserve(ctx, "u2", ReserveOptions{ReqID: "o2"})
+		if err != nil || r.Status != StatusReserved || r.Remaining != 9 {
+			t.Fatalf("RESERVE after the stream changed: %+v %v", r, err)
+		}
+		for stream, want := range map[string]int64{s1: 1, s2: 1} {
+			if n, err := rdb.XLen(ctx, stream).Result(); err != nil || n != want {
+				t.Fatalf("XLEN %s: %d %v", stream, n, err)
+			}
+		}
+		if _, err := a.Sale(key).Confirm(ctx, "o2"); err != nil {
+			t.Fatalf("CONFIRM: %v", err)
+		}
+
+		// a draw sale, replaced by a plain sale with a stream: its keys go
+		draw := uniq("sale:{keys}d")
+		now, err := rdb.Time(ctx).Result()
+		must(t, err)
+		must(t, errOf(a.Sale(draw).Init(ctx, 2, InitOptions{EndMs: now.UnixMilli() + 60000, Draw: true, Stream: draw + ":ev"})))
+		if e, err := a.Sale(draw).Enter(ctx, "u1", EnterOptions{}); err != nil || e.Status != StatusEntered {
+			t.Fatalf("ENTER: %+v %v", e, err)
+		}
+		if n, _ := rdb.Exists(ctx, draw+":secret", draw+":entrants").Result(); bc.backend == BackendFunctions && n != 2 {
+			t.Fatalf("the draw sale's keys: %d of 2", n)
+		}
+		must(t, errOf(b.Sale(draw).Init(ctx, 5, InitOptions{Replace: true})))
+		if n, _ := rdb.Exists(ctx, draw+":secret", draw+":entrants", draw+":perm", draw+":wait").Result(); n != 0 {
+			t.Fatalf("INIT REPLACE left %d of the draw sale's keys", n)
+		}
+		if r, err := a.Sale(draw).Reserve(ctx, "u1", ReserveOptions{}); err != nil || r.Status != StatusReserved {
+			t.Fatalf("RESERVE on the replaced sale: %+v %v", r, err)
+		}
+	})
+}

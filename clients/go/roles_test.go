@@ -14,7 +14,8 @@ import (
 // The documented roles (docs/operations.md, "Who may do what") run the
 // client's detection and a RESERVE with nothing more, on the module and on
 // the library: the lines are read from the page, as the Python client's
-// tests/test_roles.py reads them, so the page and the test cannot disagree.
+// clients/python/tests/test_roles.py reads them, so the page and the test
+// cannot disagree.
 
 // roleLine is the page's ACL SETUSER line of role for the backend (the
 // library's lines are the ones with +fcall), split into words as a shell
@@ -106,15 +107,16 @@ func TestShopRoleDetectsAndReserves(t *testing.T) {
 			key := uniq("sale:{roles}")
 			must(t, errOf(New(admin, Options{Backend: bc.backend}).Sale(key).Init(ctx, 2, InitOptions{Limit: 1})))
 
-			c := New(shop, Options{}) // detected, as the shop
-			got, err := c.Backend(ctx)
-			if err != nil || got != bc.backend {
-				t.Fatalf("RESP%d: detected %q, %v", proto, got, err)
-			}
+			// detected as the shop at its first call, the version asked with
+			// the sale key (the shop's patterns do not match ProbeKey)
+			c := New(shop, Options{})
 			sale := c.Sale(key)
 			r, err := sale.Reserve(ctx, "u1", ReserveOptions{ReqID: "o1"})
 			if err != nil || r != (Reserved{StatusReserved, "o1", 1}) {
 				t.Fatalf("RESP%d: RESERVE as the shop: %+v %v", proto, r, err)
+			}
+			if got, err := c.Backend(ctx); err != nil || got != bc.backend {
+				t.Fatalf("RESP%d: detected %q, %v", proto, got, err)
 			}
 			if r, err := sale.Reserve(ctx, "u1", ReserveOptions{ReqID: "o1"}); err != nil || r.Status != StatusDuplicate {
 				t.Fatalf("RESP%d: the retry: %+v %v", proto, r, err)
