@@ -7,9 +7,14 @@ module (docs/commands.md, README "Commands") for servers that cannot load module
   FCALL    seckill_reserve 1 sale:{1001} user:42 REQID order-7f3a
   FCALL_RO seckill_info    1 sale:{1001}
 
-Every SECKILL.X key args... is FCALL seckill_x 1 key args..., with the
-module's arguments, defaults, ranges, order of checks, replies and error
-texts. docs/managed-redis.md lists what differs and why.
+Every SECKILL.X key args... is FCALL seckill_x n key [keys...] args..., with
+the module's arguments, defaults, ranges, order of checks, replies and error
+texts; the keys after the sale key are those FCALL_RO seckill_keys 1 key
+lists (the sale's stream, a draw sale's keys), so that every key a call
+touches is declared (a call missing one is refused before it writes).
+docs/managed-redis.md lists what differs and why. No function has the
+allow-oom flag (some managed services refuse it): over maxmemory the server
+refuses every function that may write.
 
 Data: one hash per sale (the sale key) plus its reservation stream, if any.
 Fields of the hash:
@@ -44,8 +49,8 @@ draw sale is UNLINK key <key>:secret <key>:entrants <key>:perm <key>:wait.
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
 order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
 that hold's deadline; every call on a sale first releases up to 128 due holds
-from there (oldest first), and FCALL seckill_expire 1 key [count] releases up
-to count on demand.
+from there (oldest first), and FCALL seckill_expire n key [keys...] [count]
+releases up to count on demand, answering [released, more].
 ]]
 
 local VERSION = '1.3.0'
@@ -92,7 +97,6 @@ local I64_MAX = '9223372036854775807'
 local EXACT = '9007199254740992'      -- 2^53: larger numbers stay strings
 local CHANNEL = 'seckill:events:'     -- PUBLISH seckill:events:<key> seckill.soldout|seckill.restock
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-local OOM = "OOM command not allowed when used memory > 'maxmemory'."
 local FENCED = 'FENCED the sale is fenced since a failover or restart: reconcile it with the order ledger, '
     .. 'then SECKILL.UNFENCE'
 local STATE_WORD = {p = 'pending', c = 'confirmed', r = 'released', x = 'released'}
@@ -717,11 +721,13 @@ end
 function Sale:writes_stream() return self.stream ~= nil and self.owner == self.key end
 
 -- The keys, after the sale key, that calls on this sale touch (seckill_keys).
+-- Not <key>:secret: only INIT and DRAW touch it and declare it, so a role
+-- whose ACL keeps it from the secret (the shop's) still enters and settles.
 function Sale:other_keys()
     local out = {}
     if self:writes_stream() then out[1] = self.stream end
     if self.draw then
-        for _, k in ipairs({self.key .. ':secret', self.lkey, self.pkey, self.wkey}) do out[#out + 1] = k end
+        for _, k in ipairs({self.lkey, self.pkey, self.wkey}) do out[#out + 1] = k end
     end
     return out
 end
@@ -1568,19 +1574,6 @@ function Sale:report()
     return out
 end
 
------------------------------------------------------------------- memory
-
--- Whether the server is over maxmemory (the module's OOM context flag):
--- used memory, less what eviction does not count, above maxmemory.
-local function over_maxmemory()
-    local info = redis.call('INFO', 'memory')
-    local max = tonumber(info:match('\nmaxmemory:(%d+)'))
-    if not max or max == 0 then return false end
-    local used = tonumber(info:match('\nused_memory:(%d+)')) or 0
-    local free = tonumber(info:match('\nmem_not_counted_for_evict:(%d+)')) or 0
-    return used - free > max
-end
-
 ---------------------------------------------------------------- commands
 
 local function arity(name) fail("ERR wrong number of arguments for '" .. name .. "' command") end
@@ -2079,7 +2072,6 @@ local function cmd_reconcile(keys, args)
     if apply and not orders then fail('ERR APPLY needs ORDERS') end
     local S = open(key)
     if not S then return false end
-    if apply and over_maxmemory() then fail(OOM) end
     local now = now_ms()
     local before = S.rem
     if expire or apply then S:expire_due(now, LAZY_CHUNK) end

@@ -23,7 +23,7 @@ from local_server import local_server  # noqa: E402
 from RLTest.env import Defaults  # noqa: E402
 
 from seckill_helpers import digest, info, reserve  # noqa: E402
-from test_library import _aof_commands, _draw_sale, _entrants, _env, _init, _raw, _wait_end  # noqa: E402
+from test_library import _aof_commands, _draw_sale, _entrants, _env, _init, _raw, _wait_end, fcall  # noqa: E402
 
 META_BYTES = 23 * 8
 
@@ -162,14 +162,14 @@ def test_fence_needs_info_on_the_server():
     env, _ = _env()
     with local_server(Defaults.binary, args=('--rename-command', 'INFO', '')) as c:
         try:
-            c.execute_command('FCALL', 'seckill_init', 1, 'f:{1}', 10, 'FENCE')
+            c.execute_command(*fcall('init', 'f:{1}', 10, 'FENCE'))
             env.assertTrue(False, message='INIT ... FENCE was accepted')
         except redis.ResponseError as e:
             env.assertContains('a FENCE sale needs INFO, and this server has no INFO command', str(e))
         env.assertEqual(c.exists('f:{1}'), 0)
-        env.assertEqual(c.execute_command('FCALL', 'seckill_init', 1, 'p:{1}', 10), b'OK')
-        env.assertEqual(c.execute_command('FCALL', 'seckill_reserve', 1, 'p:{1}', 'u1')[0], b'RESERVED')
-        env.assertEqual(c.execute_command('FCALL', 'seckill_unfence', 1, 'p:{1}'), b'NOT_FENCED')
+        env.assertEqual(c.execute_command(*fcall('init', 'p:{1}', 10)), b'OK')
+        env.assertEqual(c.execute_command(*fcall('reserve', 'p:{1}', 'u1'))[0], b'RESERVED')
+        env.assertEqual(c.execute_command(*fcall('unfence', 'p:{1}')), b'NOT_FENCED')
 
 
 def test_waitlist_waits_while_fenced():
@@ -186,7 +186,7 @@ def test_waitlist_waits_while_fenced():
     env.assertEqual(c.execute_command('SECKILL.RELEASE', K, 'q' + winner[1:]), ['RELEASED', 1])
     r = info(c, K)
     env.assertEqual((r['remaining'], r['waitlist'], r['fence']), (1, 3, 'fenced'))
-    env.assertEqual(c.execute_command('FCALL', 'seckill_expire', 1, K), 0)
+    env.assertEqual(c.execute_command(*fcall('expire', K)), [0, 0])
     env.assertEqual(info(c, K)['waitlist'], 3)
     env.assertEqual(c.execute_command('SECKILL.UNFENCE', K), 'UNFENCED')
     r = info(c, K)

@@ -235,7 +235,10 @@ def declared_keys(sub, args):
     if sub == 'ENTRANTS':
         return (key + b':entrants',) if draw else ()
     if draw:
-        return streams + tuple(key + s.encode() for s in DRAW_SUFFIXES)
+        # <key>:secret only where the call may touch it (INIT, DRAW): a role
+        # without access to it still enters and settles.
+        suffixes = DRAW_SUFFIXES if sub in ('INIT', 'DRAW') else DRAW_SUFFIXES[1:]
+        return streams + tuple(key + s.encode() for s in suffixes)
     return streams
 
 

@@ -982,6 +982,9 @@ def test_memory_pressure():
         # (redis-py strips the OOM code from the message)
         env.expect('SECKILL.RESERVE', 's', 'c').error().contains('maxmemory')
         env.expect('SECKILL.INIT', 't', 5).error().contains('maxmemory')
+        if FUNCTIONS:
+            _library_settles_after_memory_is_back(env, c, a, b)
+            return
         env.assertEqual(c.execute_command('SECKILL.RELEASE', 's', a), ['RELEASED', 4])
         env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', b), ['CONFIRMED', 4])
         env.assertEqual(info(c, 's')['confirmed'], 1)
@@ -995,6 +998,23 @@ def test_memory_pressure():
         c.execute_command('CONFIG', 'SET', 'maxmemory', 0)
     env.assertEqual(reserve(c, 's', 'c')[0], 'RESERVED')
     env.assertEqual(c.execute_command('EXISTS', 't'), 0)
+    check_invariant(env, c, 's')
+
+
+def _library_settles_after_memory_is_back(env, c, a, b):
+    """The library has no allow-oom function (docs/managed-redis.md,
+    "Settling at maxmemory"): over maxmemory its settling calls are refused
+    and change nothing, reads still answer, and once memory is back the same
+    calls settle."""
+    before = digest(c)
+    for call in (('SECKILL.RELEASE', 's', a), ('SECKILL.CONFIRM', 's', b), ('SECKILL.RECONCILE', 's')):
+        env.expect(*call).error().contains('maxmemory')
+    env.assertEqual(digest(c), before)
+    env.assertEqual(info(c, 's')['pending'], 2)
+    env.assertEqual(get(c, 's', a)['state'], 'pending')
+    c.execute_command('CONFIG', 'SET', 'maxmemory', 0)
+    env.assertEqual(c.execute_command('SECKILL.RELEASE', 's', a), ['RELEASED', 4])
+    env.assertEqual(c.execute_command('SECKILL.CONFIRM', 's', b), ['CONFIRMED', 4])
     check_invariant(env, c, 's')
 
 
