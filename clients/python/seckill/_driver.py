@@ -60,8 +60,10 @@ class Driver:
     def _library(self, commands: Any, send: Callable[[Any], List[Any]]) -> Any:
         """Replies (errors in place) to `commands` sent to the library with
         their keys (seckill.backend.batch): its lists through this client,
-        the calls themselves with `send`. None on the module."""
-        if self._resolve(_first_key(commands)) != be.FUNCTIONS:
+        the calls themselves with `send`. None on the module, and for
+        commands none of which is SECKILL's (sent as they are)."""
+        key = _first_key(commands)      # none: nothing to translate, no need to know
+        if key is None or self._resolve(key) != be.FUNCTIONS:
             return None
         return _io.drive(be.batch(commands, be.keys_of(be.scope(self.r))),
                          lambda step: send(step.commands) if isinstance(step, be.Batch)

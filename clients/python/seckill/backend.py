@@ -10,8 +10,9 @@ Plain functions, no I/O:
 - The keys a call declares (docs/managed-redis.md, "Calling it"): for INIT
   `init_keys(args)` (the STREAM it names, the four draw keys with DRAW,
   and with REPLACE what `FCALL_RO seckill_keys 1 key` lists for the sale
-  it replaces); for every other function the list `seckill_keys` answers
-  for the sale key (`parse_keys`), none for INFO and GET. `undeclared(exc)`:
+  it replaces, plus the four of a draw sale: `replaced_keys`); for every
+  other function the list `seckill_keys` answers for the sale key
+  (`parse_keys`), with `<key>:secret` for DRAW, none for INFO and GET. `undeclared(exc)`:
   whether an error is the library's `ERR undeclared key ...` refusal.
 - `choose(module_reply, version_reply)`: the backend from the replies to
   `SECKILL.INFO` without a key (the module answers its arity error, any
@@ -140,6 +141,15 @@ def init_keys(args: Sequence[Any]) -> Tuple[List[Any], bool]:
     return keys, replace
 
 
+def replaced_keys(key: Any, listed: Sequence[Any]) -> List[Any]:
+    """What INIT ... REPLACE declares beyond the list seckill_keys gave for
+    the sale it replaces: a draw sale's four keys (it deletes them), the
+    secret among them, which the list leaves out (only INIT and DRAW touch
+    it; DRAW declares it too)."""
+    four = draw_keys(key)
+    return four if _text(four[1]) in {_text(k) for k in listed} else []
+
+
 def merged(*lists: Sequence[Any]) -> List[Any]:
     """The lists' keys in order, each once."""
     out: List[Any] = []
@@ -232,8 +242,9 @@ def _translated(args: Sequence[Any], cache: KeyCache) -> Steps:
         if not replace:
             return to_functions(args, own)
         old = parse_keys((yield Call(keys_args(args[1]))))
-        return to_functions(args, merged(own, old))
-    return to_functions(args, (yield from _listed(args[1], cache)))
+        return to_functions(args, merged(own, old, replaced_keys(args[1], old)))
+    listed = yield from _listed(args[1], cache)
+    return to_functions(args, merged(listed, draw_keys(args[1])[:1]) if sub == 'DRAW' else listed)
 
 
 def _all_translated(cmds: Sequence[Sequence[Any]], cache: KeyCache) -> Steps:
@@ -363,5 +374,6 @@ def detect(key: Any = None) -> Steps:
 __all__ = ['MODULE', 'FUNCTIONS', 'BACKENDS', 'BackendError', 'to_functions', 'choose',
            'command', 'init_keys', 'draw_keys', 'keys_args', 'parse_keys', 'undeclared',
            'version_args', 'PROBE_KEY', 'KeyCache', 'keys_of', 'Batch', 'batch', 'merged',
+           'replaced_keys',
            'module_answered', 'MODULE_PROBE', 'VERSION_PROBE', 'scope', 'CACHE_ATTR',
            'library_loaded', 'parse_version', 'detect', 'check']

@@ -116,6 +116,18 @@ def test_batch_asks_the_keys_once_per_sale():
     assert len(seen) == 1                                        # cached: no seckill_keys
 
 
+def test_batch_draw_declares_the_secret_too():
+    cache = be.KeyCache()
+    cache.put('s', DRAW4[1:])
+    _, seen = run_batch([['SECKILL.DRAW', 's', 'COUNT', 5], ['SECKILL.ENTER', 's', 'u']], cache,
+                        lambda step: ['ok'] * len(step.commands))
+    assert seen[0].commands == [['FCALL', 'seckill_draw', 5, 's', *DRAW4[1:], 's:secret', 'COUNT', 5],
+                                ['FCALL', 'seckill_enter', 4, 's', *DRAW4[1:], 'u']]
+    assert be.replaced_keys('s', ['s:ev']) == []
+    assert be.replaced_keys(b's', [b's:ev', b's:entrants']) == [b's:secret', b's:entrants', b's:perm',
+                                                                 b's:wait']
+
+
 def test_batch_retries_an_undeclared_refusal_once_with_the_list_asked_again():
     cache = be.KeyCache()
     cache.put('s', ['s:old'])
@@ -145,10 +157,10 @@ def test_batch_init_declares_its_own_keys_and_with_replace_the_old_ones():
         if isinstance(step, be.Batch):
             return ['OK']
         assert step.args == ['FCALL_RO', 'seckill_keys', 1, 's']
-        return ['s:old'] + DRAW4
+        return ['s:old'] + DRAW4[1:]                 # a draw sale's list: no secret
     _, seen = run_batch([['SECKILL.INIT', 's', 10, 'STREAM', 's:new', 'REPLACE']], cache, answer)
-    assert seen[-1].commands == [['FCALL', 'seckill_init', 7, 's', 's:new', 's:old', *DRAW4,
-                                  10, 'STREAM', 's:new', 'REPLACE']]
+    assert seen[-1].commands == [['FCALL', 'seckill_init', 7, 's', 's:new', 's:old', *DRAW4[1:],
+                                  's:secret', 10, 'STREAM', 's:new', 'REPLACE']]
     assert cache.get('s') is None                  # asked again at the sale's next use
     _, seen = run_batch([['SECKILL.INIT', 's', 10, 'STREAM', 's:new']], cache, answer)
     assert len(seen) == 1 and seen[0].commands[0][2] == 2     # no REPLACE: nothing asked
@@ -299,3 +311,76 @@ def test_same_replies_async(mod_server, lib_server):
     a = asyncio.run(run(mod_server, 'module'))
     b = asyncio.run(run(lib_server, 'functions'))
     assert a == b
+
+
+# -- the keys the library's calls declare (docs/managed-redis.md, "Calling it") --
+
+def failed_fcalls(r):
+    return int(r.info('commandstats').get('cmdstat_fcall', {}).get('failed_calls', 0))
+
+
+def declared_keys_scenario(a, b, r, key, backend):
+    """Two clients (pools) `a` and `b` on one server: a sale with a STREAM;
+    `b` replaces it with another stream, so `a`'s list is stale (on the
+    library: one refusal, seckill_keys again, the retry); then a draw sale
+    with a stream, replaced by `b` with a plain sale (its four keys go)."""
+    ev1, ev2, dkey = key + ':ev1', key + ':ev2', key + 'd'
+    r.delete(key, ev1, ev2, dkey, dkey + ':ev', *be.draw_keys(dkey))
+    out = [a(key).init(10, stream=ev1, hold_ms=60000), a(key).reserve('u1', reqid='o1').status]
+    out.append(b(key).init(10, stream=ev2, replace=True))
+    failed = failed_fcalls(r)
+    res = a(key).reserve('u2', reqid='o2')
+    out.append((res.status, res.remaining, failed_fcalls(r) - failed,
+                r.xlen(ev1), r.xlen(ev2)))
+    out.append(a(key).confirm('o2').status)
+    now = int(r.time()[0]) * 1000
+    out.append(a(dkey).init(2, end_ms=now + 60000, draw=True, stream=dkey + ':ev'))
+    out.append(a(dkey).enter('u1').status)
+    out.append(r.exists(*be.draw_keys(dkey)[:2]))
+    out.append(b(dkey).init(5, replace=True))
+    out.append(r.exists(*be.draw_keys(dkey)))
+    out.append(a(dkey).reserve('u1').status)
+    want_refused = 1 if backend == 'functions' else 0
+    assert out == [True, 'RESERVED', True, ('RESERVED', 9, want_refused, 1, 1), 'CONFIRMED', True,
+                   'ENTERED', 2 if backend == 'functions' else 0, True, 0, 'RESERVED'], out
+    return out
+
+
+@pytest.mark.parametrize('backend', ['module', 'functions'])
+def test_declared_keys(mod_server, lib_server, backend):
+    srv = lib_server if backend == 'functions' else mod_server
+    ca, cb, r = srv.client(), srv.client(), srv.client()       # three pools
+    try:
+        declared_keys_scenario(lambda k: seckill.Sale(ca, k), lambda k: seckill.Sale(cb, k), r,
+                               'sale:{keys}', backend)
+    finally:
+        for c in (ca, cb, r):
+            c.close()
+
+
+class _Synced:
+    """An aio.Sale driven from sync code (each call run to completion)."""
+
+    def __init__(self, loop, sale):
+        self._loop, self._sale = loop, sale
+
+    def __getattr__(self, name):
+        f = getattr(self._sale, name)
+        return lambda *a, **kw: self._loop.run_until_complete(f(*a, **kw))
+
+
+@pytest.mark.parametrize('backend', ['module', 'functions'])
+def test_declared_keys_async(mod_server, lib_server, backend):
+    srv = lib_server if backend == 'functions' else mod_server
+    loop = asyncio.new_event_loop()
+    aa, ab = (redis.asyncio.Redis(host='127.0.0.1', port=srv.port, decode_responses=True)
+              for _ in range(2))
+    r = srv.client()
+    try:
+        declared_keys_scenario(lambda k: _Synced(loop, AioSale(aa, k)),
+                               lambda k: _Synced(loop, AioSale(ab, k)), r, 'sale:{akeys}', backend)
+    finally:
+        for c in (aa, ab):
+            loop.run_until_complete(c.aclose())
+        loop.close()
+        r.close()

@@ -278,6 +278,8 @@ def test_forged_soldout_messages_never_answer_sold_out(backend, r, redis_server)
     oc = redis_server.client()                # other processes: the forger, and honest buyers
     other = Sale(oc, KEY)
     assert other.info()['remaining'] == 200   # (the library's detection reads too: done first)
+    for s in (sale, other):                   # and each pool's seckill_keys (FCALL_RO): done first
+        assert s.release('warm-up').status == 'NOT_FOUND'
     reads0 = seckill_calls_of(r, backend, 'info')
     forger = Forger(oc, KEY)
     t0 = time.monotonic()
@@ -684,6 +686,7 @@ async def test_aio_forged_soldout_messages_never_answer_sold_out(backend, r, red
         assert (await sale.reserve('first')).status == 'RESERVED'    # its first call subscribes
         await until_async(lambda: numsub(r, event_channel(KEY)) == 1)
         assert other.info()['remaining'] == 199
+        assert other.release('warm-up').status == 'NOT_FOUND'   # the pool's seckill_keys: done first
         reads0 = seckill_calls_of(r, backend, 'info')
         t0 = time.monotonic()
         forger.start()

@@ -248,7 +248,7 @@ def test_holds_run_out_with_no_other_traffic(db, r, backend):
     pipe = r.pipeline(transaction=False)     # at once: none runs out before the worker starts
     for i in range(300):                     # more than one seckill_expire call releases
         args = ['SECKILL.RESERVE', KEY, 'u%d' % i, 'REQID', 'o%d' % i]
-        pipe.execute_command(*(to_functions(args) if backend == 'functions' else args))
+        pipe.execute_command(*(to_functions(args, [cfg.stream]) if backend == 'functions' else args))
     pipe.execute()
     w = Worker(r, store, [cfg], consumer='w', block_ms=100, expire_every_s=0.2)
     with WorkerThread(w):

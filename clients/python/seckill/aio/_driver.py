@@ -81,8 +81,10 @@ class AsyncDriver:
                        send: Callable[[Any], Awaitable[List[Any]]]) -> Any:
         """Replies (errors in place) to `commands` sent to the library with
         their keys (seckill.backend.batch): its lists through this client,
-        the calls themselves with `send`. None on the module."""
-        if await self._resolve(_first_key(commands)) != be.FUNCTIONS:
+        the calls themselves with `send`. None on the module, and for
+        commands none of which is SECKILL's (sent as they are)."""
+        key = _first_key(commands)      # none: nothing to translate, no need to know
+        if key is None or await self._resolve(key) != be.FUNCTIONS:
             return None
 
         async def do(step: Any) -> Any:

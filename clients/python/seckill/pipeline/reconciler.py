@@ -422,7 +422,7 @@ def rebuild(store: Store, r: Any, key: str, chunk_size: int = 1000,
     if not lock.acquire():
         raise RuntimeError('sale %r: another rebuild is running (lock %s; a crashed one\'s '
                            'lock runs out within %d s)' % (key, lock.key, lock_ms // 1000))
-    if Driver(r)._resolve() == be.FUNCTIONS:
+    if Driver(r)._resolve(key) == be.FUNCTIONS:
         try:
             r.delete(staging)                  # a crashed rebuild's leftover (the module's way)
             out = _rebuild_in_one_transaction(store, r, cfg, chunk_size)

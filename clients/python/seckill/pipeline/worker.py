@@ -254,7 +254,8 @@ class Worker:
         at most per sale; the rest in the next step). Their `expired` entries reach the
         stream, and the orders are cancelled as they are read. Returns the
         holds released; 0 on the module (its timer releases them)."""
-        if self._driver._resolve() != be.FUNCTIONS:
+        keys = [cfg.key for cfg in self.sales.values()]
+        if not keys or self._driver._resolve(keys[0]) != be.FUNCTIONS:
             return 0
         released = 0
         for cfg in self.sales.values():
