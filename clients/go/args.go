@@ -331,6 +331,20 @@ read:
 	return keys, replace
 }
 
+// replacedKeys: what INIT ... REPLACE declares beyond the list
+// seckill_keys gave for the sale it replaces: a draw sale's four keys (it
+// deletes them), the secret among them, which the list leaves out (only
+// INIT and DRAW touch it).
+func replacedKeys(key string, listed []string) []string {
+	four := drawKeys(key)
+	for _, k := range listed {
+		if k == four[1] {
+			return four
+		}
+	}
+	return nil
+}
+
 // merged: the lists' keys in order, each once.
 func merged(lists ...[]string) []string {
 	var out []string

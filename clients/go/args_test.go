@@ -262,6 +262,12 @@ func TestLibraryKeysProtocol(t *testing.T) {
 	if got := merged([]string{"a", "b"}, []string{"b", "c"}); !reflect.DeepEqual(got, []string{"a", "b", "c"}) {
 		t.Fatalf("merged: %v", got)
 	}
+	if got := replacedKeys("s", []string{"s:ev"}); got != nil {
+		t.Fatalf("replacedKeys of a plain sale: %v", got)
+	}
+	if got := replacedKeys("s", []string{"s:ev", "s:entrants", "s:perm", "s:wait"}); !reflect.DeepEqual(got, drawKeys("s")) {
+		t.Fatalf("replacedKeys of a draw sale: %v", got)
+	}
 }
 
 func TestReconcileMerge(t *testing.T) {

@@ -99,9 +99,10 @@ func (c *Client) do(ctx context.Context, args []interface{}) (interface{}, error
 
 // doLibrary sends args to the library with the keys the call declares
 // (docs/managed-redis.md, "Calling it"): for INIT those its arguments name
-// (and with REPLACE those seckill_keys lists for the sale replaced), for
-// INFO and GET none, for the rest the list seckill_keys gave for the sale,
-// kept per key. A call refused as undeclared (the sale was replaced, with
+// (and with REPLACE those seckill_keys lists for the sale replaced, and a
+// draw sale's four), for INFO and GET none, for the rest the list
+// seckill_keys gave for the sale, kept per key, and for DRAW <key>:secret
+// besides. A call refused as undeclared (the sale was replaced, with
 // another stream say, since the list was asked: nothing changed) goes once
 // more with the list asked again; a second refusal is returned.
 func (c *Client) doLibrary(ctx context.Context, key string, args []interface{}) (interface{}, error) {
@@ -122,7 +123,8 @@ func (c *Client) doLibrary(ctx context.Context, key string, args []interface{}) 
 
 // declared: the keys, after the sale key, the call on key declares.
 func (c *Client) declared(ctx context.Context, key string, args []interface{}) ([]string, error) {
-	switch sub := command(args); {
+	sub := command(args)
+	switch {
 	case saleKeyOnly[sub]:
 		return nil, nil
 	case sub == "INIT":
@@ -131,8 +133,17 @@ func (c *Client) declared(ctx context.Context, key string, args []interface{}) (
 			return own, nil
 		}
 		old, err := c.listed(ctx, key)
-		return merged(own, old), err
+		return merged(own, old, replacedKeys(key, old)), err
 	}
+	keys, err := c.cached(ctx, key)
+	if sub == "DRAW" {
+		keys = merged(keys, drawKeys(key)[:1]) // <key>:secret, which the list leaves out
+	}
+	return keys, err
+}
+
+// cached: the list seckill_keys gave for key, asked on its first use.
+func (c *Client) cached(ctx context.Context, key string) ([]string, error) {
 	if keys, ok := c.keys.Load(key); ok {
 		return keys.([]string), nil
 	}
