@@ -175,11 +175,12 @@ integration-redis8: build py-deps ## SERVER_TESTS on Redis 8.2.3
 	@$(call rltest,integration-redis8,$(REDIS8_SERVER),$(SERVER_TESTS))
 
 # rustfmt and clippy for the crate and bench/loadgen, ruff for every Python
-# file (ruff.toml; clients/python has its own), and one version number in
-# every place that states it (tools/check-versions.py): the four checks make
-# one row of the summary.
+# file (ruff.toml; clients/python has its own), one version number in
+# every place that states it (tools/check-versions.py), and every repository
+# path the docs and code cite is in git (tools/check-refs.py): the checks
+# make one row of the summary.
 RUFF_VERSION := 0.17.5
-lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ without redis-module, ruff check, one version everywhere
+lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ without redis-module, ruff check, one version everywhere, every cited path in git
 	@start=$$SECONDS; passed=0; failed=0; \
 	check() { echo "lint: $$*"; if "$$@"; then passed=$$((passed + 1)); else failed=$$((failed + 1)); fi; }; \
 	$(VENV)/bin/ruff --version 2>/dev/null | grep -qF '$(RUFF_VERSION)' || $(VENV)/bin/pip install -q ruff==$(RUFF_VERSION); \
@@ -188,6 +189,7 @@ lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ w
 	check cargo check -q --lib --tests --no-default-features; \
 	check $(VENV)/bin/ruff check -q .; \
 	check $(PY) tools/check-versions.py; \
+	check $(PY) tools/check-refs.py; \
 	echo "lint: $$passed passed, $$failed failed"; \
 	tools/test-summary.sh add lint tools $$passed $$failed $$((SECONDS - start)); [ $$failed -eq 0 ]
 

@@ -450,14 +450,16 @@ def load_library(conn, path):
     """FUNCTION LOAD REPLACE of the library; its version."""
     with open(path) as f:
         conn.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
-    return conn.execute_command('FCALL_RO', 'seckill_version', 0)
+    return conn.execute_command('FCALL_RO', 'seckill_version', 1, 'seckill:probe')
 
 
-def _sale_cmd(backend, name, key, *args):
-    """SECKILL.NAME key args... as the backend takes it."""
+def _sale_cmd(backend, name, key, *args, stream=None):
+    """SECKILL.NAME key args... as the backend takes it: the library's call
+    declares the sale's stream (docs/managed-redis.md, "Calling it")."""
     if backend == 'module':
         return ['SECKILL.' + name.upper(), key, *args]
-    return ['FCALL_RO' if name in ('info', 'get') else 'FCALL', 'seckill_' + name, 1, key, *args]
+    keys = [key, stream] if stream and name not in ('info', 'get') else [key]
+    return ['FCALL_RO' if name in ('info', 'get') else 'FCALL', 'seckill_' + name, len(keys), *keys, *args]
 
 
 def _info(conn, backend, key):
@@ -484,8 +486,9 @@ def backend_case(conn, shas, backend, kind):
     def setup(c):
         c.delete(key, key + ':ev')
         c.execute_command(*_sale_cmd(backend, 'init', key, total, 'LIMIT', 10 ** 6,
-                                     *(['STREAM', key + ':ev'] if stream else [])))
-    return setup, _sale_cmd(backend, 'reserve', key, user), (
+                                     *(['STREAM', key + ':ev'] if stream else []),
+                                     stream=stream and key + ':ev'))
+    return setup, _sale_cmd(backend, 'reserve', key, user, stream=stream and key + ':ev'), (
         'seckill.reserve' if backend == 'module' else 'fcall')
 
 
@@ -599,18 +602,18 @@ def expire_round(srv, backend, holds, hold_ms, count):
     """One sale with `holds` pending holds (a stream, as the order pipeline
     has) that all fall due, then released: the module by its timer (held
     off with CLIENT PAUSE WRITE until every hold is due), the library by
-    FCALL seckill_expire key `count` until a call answers less than it
-    asked. Returns (seconds from the start to none pending, worst PING s,
+    FCALL seckill_expire key `count` until a call answers that none is
+    due (`more` 0). Returns (seconds from the start to none pending, worst PING s,
     PINGs meanwhile, worst PING s of the idle second before, calls, p99
     PING s meanwhile)."""
     c = srv.conn
     c.flushall()
     key = 'exp:{e}'
     c.execute_command(*_sale_cmd(backend, 'init', key, BIG, 'LIMIT', 1, 'HOLD', hold_ms,
-                                 'STREAM', key + ':ev'))
+                                 'STREAM', key + ':ev', stream=key + ':ev'))
     pipe = c.pipeline(transaction=False)
     for n in range(holds):
-        pipe.execute_command(*_sale_cmd(backend, 'reserve', key, 'u%d' % n))
+        pipe.execute_command(*_sale_cmd(backend, 'reserve', key, 'u%d' % n, stream=key + ':ev'))
         if n % 10000 == 9999:
             pipe.execute()
     pipe.execute()
@@ -633,7 +636,8 @@ def expire_round(srv, backend, holds, hold_ms, count):
     else:
         while True:
             calls += 1
-            if int(c.execute_command('FCALL', 'seckill_expire', 1, key, count)) < count:
+            released, more = c.execute_command('FCALL', 'seckill_expire', 2, key, key + ':ev', count)
+            if not int(more):
                 break
     t1 = time.monotonic()
     worst, pings, idle, p99 = pinger.result(t0, t1)
@@ -740,13 +744,12 @@ def backend_report(bk, args):
               'Expiry, %d paired rounds: a sale with HOLD %d ms, a stream, and %s pending holds made through a'
               ' pipeline; once every hold is due, the clock starts. The module: its timer (held off until then'
               ' by `CLIENT PAUSE WRITE`, which it obeys; the clock starts at `CLIENT UNPAUSE`) until'
-              ' `SECKILL.INFO` shows none pending (polled every 2 ms). The library: `FCALL seckill_expire 1 key'
-              ' %d` back to back until a call releases fewer than %d (what the order worker does). Every'
+              ' `SECKILL.INFO` shows none pending (polled every 2 ms). The library: `FCALL seckill_expire 2 key'
+              ' stream %d` back to back until a call answers that none is due (what the order worker does). Every'
               ' release writes its `expired` stream entry. Meanwhile a separate client (its own process, on'
               ' CPU 1) sends PING back to back; the row is the worst round trip of the PINGs sent in that time'
               ' (idle, the second before: %s ms).'
               % (len(exp), args.expire_hold_ms, '{:,}'.format(args.expire_holds), args.expire_count,
-                 args.expire_count,
                  ', '.join('%.2f' % (r[b][3] * 1000) for r in exp for b in ('module', 'library'))), '',
               '| expiry round | module s | module PING worst / p99 ms (PINGs) | library s | library calls |'
               ' library PING worst / p99 ms (PINGs) |',

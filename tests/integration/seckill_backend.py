@@ -6,14 +6,15 @@ suite the conformance suite of functions/seckill.lua:
 
 - every `SECKILL.X key args...` a test sends (redis-py execute_command,
   pipelines, RLTest's env.expect / env.cmd, RedisCluster, seckill_helpers'
-  RawConn) goes out as `FCALL seckill_x 1 key args...`, or `FCALL_RO` for
-  INFO, GET and ENTRANTS (the no-writes functions; FCALL declares its keys read-write
-  to ACLs, FCALL_RO read-only);
+  RawConn) goes out as `FCALL seckill_x n key [keys...] args...`, or
+  `FCALL_RO` for INFO, GET and ENTRANTS (the no-writes functions; FCALL
+  declares its keys read-write to ACLs, FCALL_RO read-only), with the keys
+  the call declares (declared_keys below);
 - the library is loaded (FUNCTION LOAD REPLACE) into every master RLTest
   starts, before its replica starts (replicas get it by replication; RDB and
   AOF keep it across restarts and reloads);
 - there is no timer: as the order worker of a deployment does, a thread
-  calls `FCALL seckill_expire 1 key` every 100 ms for each sale the current
+  calls `FCALL seckill_expire n key [keys...]` every 100 ms for each sale the current
   test created with a HOLD, on every server of the test's environment
   (masters and replicas: a replica refuses, a promoted one releases). Tests
   that wait for holds to run out "in the background" therefore exercise

@@ -20,6 +20,7 @@ import shlex
 import redis
 from RLTest import Env
 
+import contract
 from seckill_helpers import conn_address, digest, get, info, reconcile, reserve, server_ms, server_version
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs', 'operations.md')
@@ -28,27 +29,9 @@ DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'docs
 FRONT_END = 'ACL SETUSER shop reset on >shop-password ~sale:* +ping +seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get +seckill.enter +seckill.entrants +wait +info "(~sale:*:seckill-sync ~{sale:*}:seckill-sync +set)"'
 DRIVER = 'ACL SETUSER sale-driver reset on >driver-password ~sale:* +ping +seckill.reserve +seckill.release +seckill.confirm +seckill.info +seckill.get +seckill.enter +seckill.entrants +seckill.init +seckill.send +seckill.recv +seckill.reconcile +seckill.draw +seckill.unfence +hgetall +hset +set +wait +info +exists'
 
-ALL = ['seckill.init', 'seckill.reserve', 'seckill.release', 'seckill.confirm', 'seckill.reconcile',
-       'seckill.info', 'seckill.get', 'seckill.effect', 'seckill.send', 'seckill.recv', 'seckill.enter',
-       'seckill.draw', 'seckill.entrants', 'seckill.unfence', 'seckill.sales']
-# What src/command_info.rs puts each command in.
-CATEGORIES = {
-    'seckill.init': {'write', 'slow'},
-    'seckill.reserve': {'write', 'fast'},
-    'seckill.release': {'write', 'fast'},
-    'seckill.confirm': {'write', 'fast'},
-    'seckill.reconcile': {'write', 'slow'},
-    'seckill.info': {'read', 'fast'},
-    'seckill.get': {'read', 'fast'},
-    'seckill.effect': {'admin', 'slow', 'dangerous'},
-    'seckill.send': {'write', 'fast'},
-    'seckill.recv': {'write', 'fast'},
-    'seckill.enter': {'write', 'fast'},
-    'seckill.draw': {'write', 'slow'},
-    'seckill.entrants': {'read', 'slow'},
-    'seckill.unfence': {'write', 'fast'},
-    'seckill.sales': {'read', 'slow'},
-}
+# Every command and its ACL categories: the contract table of docs/commands.md.
+ALL = [cmd.name for cmd in contract.commands()]
+CATEGORIES = {cmd.name: set(cmd.categories) for cmd in contract.commands()}
 DRAW_SALE = 'sale:{d}'
 
 SALE = 'sale:{1}'
@@ -235,8 +218,8 @@ def test_driver():
 
 
 def test_acl_categories():
-    """Redis 7.2+ / Valkey 8+: the commands are in the categories of
-    src/command_info.rs, so `+@write` and `+@read` reach them (EFFECT only
+    """Redis 7.2+ / Valkey 8+: the commands are in the categories of the
+    contract table (docs/commands.md), so `+@write` and `+@read` reach them (EFFECT only
     through `+@admin`). Redis 7.0: in none (the module loaded all the same)."""
     env, c = _env()
     _sale(c)

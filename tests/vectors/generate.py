@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -187,6 +187,8 @@ class Run:
     def __init__(self, conn: Conn, backend: str, proto: int):
         self.c, self.backend, self.proto = conn, backend, proto
         self.steps: List[Dict[str, Any]] = []
+        self.stream_of: Dict[str, Optional[str]] = {}
+        self.draw_sales: Set[str] = set()
 
     def send(self, *args: Any) -> Tuple[bytes, Dict[str, Any]]:
         """A setup call, not recorded; its error stops the generator."""
@@ -200,8 +202,32 @@ class Run:
         if self.backend == 'functions' and name.startswith('SECKILL.'):
             sub = name[len('SECKILL.'):]
             fn = 'FCALL_RO' if sub in ('INFO', 'GET', 'ENTRANTS') else 'FCALL'
-            return [fn, 'seckill_' + sub.lower(), 1, *args[1:]]
+            keys = [args[1], *self.declared(sub, str(args[1]), [str(a) for a in args[2:]])]
+            return [fn, 'seckill_' + sub.lower(), len(keys), *keys, *args[2:]]
         return list(args)
+
+    def declared(self, sub: str, key: str, rest: List[str]) -> List[str]:
+        """The keys after the sale key a library call declares
+        (docs/managed-redis.md, "Calling it"): the stream and draw keys its
+        INIT named; <key>:secret for INIT and DRAW only."""
+        words = [a.upper() for a in rest]
+        draw_keys = [key + s for s in (':secret', ':entrants', ':perm', ':wait')]
+        if sub == 'INIT':
+            # The new stream; the draw keys of the new round, or of the draw
+            # sale REPLACE deletes.
+            stream = rest[words.index('STREAM') + 1] if 'STREAM' in words else None
+            out = ([stream] if stream else []) + (draw_keys if 'DRAW' in words or key in self.draw_sales else [])
+            self.stream_of[key] = stream
+            self.draw_sales.discard(key)
+            if 'DRAW' in words:
+                self.draw_sales.add(key)
+            return out
+        if sub in ('INFO', 'GET'):
+            return []
+        out = [self.stream_of[key]] if self.stream_of.get(key) else []
+        if key in self.draw_sales:
+            out += draw_keys if sub == 'DRAW' else draw_keys[1:]
+        return out
 
     def step(self, name: str, parse: str, *args: Any) -> Any:
         """A recorded call: `parse` names the reply's parser (PARSERS)."""

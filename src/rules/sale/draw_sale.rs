@@ -109,7 +109,7 @@ impl Sale {
         self.draw.as_deref().map(|d| d.seed_for(beacon))
     }
 
-    /// DRAW's BEACON checks, after the command's others (docs/draw-v2):
+    /// DRAW's BEACON checks, after the command's others (docs/draw-sales.md):
     /// the error's text, or `Ok` when `beacon` fits the sale and the draw.
     pub fn check_beacon(&self, beacon: Option<&[u8]>) -> Result<(), &'static str> {
         let Some(d) = self.draw.as_deref() else { return Ok(()) };
