@@ -12,7 +12,7 @@ median server time per call of each, and the median of the per-cycle ratios
 to script A (issue 16: the library should be no slower than script A),
 and with --fence the per-cycle ratio of the FENCE sale to the plain one.
 
-    .venv/bin/python functions/bench_reserve.py [--cycles 30] [--block 2000] [--server PATH] [--baseline FILE] [--fence]
+    .venv/bin/python bench/bench_reserve.py [--cycles 30] [--block 2000] [--server PATH] [--baseline FILE] [--fence]
 
 Starts its own server on a free port and stops it by pid.
 """
@@ -24,8 +24,7 @@ import sys
 
 from local_server import local_server
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench'))
-from bench import SCRIPT_A  # noqa: E402
+from bench import SCRIPT_A
 
 
 def usec(c, cmd):

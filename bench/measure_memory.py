@@ -5,8 +5,8 @@ measures the module's (bench/bench.py memory_and_rdb): one sale
 (generated ids, no stream), then MEMORY USAGE of the sale key (SAMPLES 0:
 every field) and the used_memory delta, each divided by n.
 
-    .venv/bin/python functions/measure_memory.py [--count N] [--server PATH] [--hold MS]
-    .venv/bin/python functions/measure_memory.py --entrants [--count N] [--server PATH]
+    .venv/bin/python bench/measure_memory.py [--count N] [--server PATH] [--hold MS]
+    .venv/bin/python bench/measure_memory.py --entrants [--count N] [--server PATH]
 
 --entrants measures a draw sale (draws v2) instead: `INIT mem:{m} 1000 LIMIT 3
 DRAW END <soon> STREAM mem:{m}:ev` entered by u0 ... u<n-1>; MEMORY USAGE of

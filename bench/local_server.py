@@ -1,4 +1,5 @@
-"""A throw-away server for the measuring scripts of functions/: started on a
+"""A throw-away server for the library's measuring scripts (bench_reserve.py,
+measure_memory.py) and tests/functions/test_library_fence.py: started on a
 free port (never 6379) in a temporary folder with the library loaded,
 stopped by pid when done."""
 
@@ -13,7 +14,7 @@ import time
 
 import redis
 
-LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'seckill.lua')
+LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'functions', 'seckill.lua')
 
 
 def free_port():
