@@ -85,6 +85,21 @@ final class LibraryKeys {
         return new InitKeys(List.copyOf(keys), replace);
     }
 
+    /**
+     * What INIT ... REPLACE declares beyond the list seckill_keys gave for the sale it replaces:
+     * a draw sale's four keys (it deletes them), the secret among them, which the list leaves out
+     * (only INIT and DRAW touch it).
+     */
+    static List<String> replacedKeys(String key, List<String> listed) {
+        List<String> four = drawKeys(key);
+        return listed.contains(four.get(1)) ? four : List.of();
+    }
+
+    /** The keys {@code sub} declares given the sale's list: DRAW adds {@code <key>:secret}. */
+    static List<String> forCall(String sub, String key, List<String> listed) {
+        return sub.equals("DRAW") ? merged(listed, drawKeys(key).subList(0, 1)) : listed;
+    }
+
     /** The lists' keys in order, each once. */
     @SafeVarargs
     static List<String> merged(List<String>... lists) {

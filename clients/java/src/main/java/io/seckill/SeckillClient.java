@@ -185,8 +185,8 @@ public final class SeckillClient {
     /**
      * One command on the sale at {@code key}. On the library it declares its keys
      * ({@link LibraryKeys}: INIT's from its arguments, plus with REPLACE those the sale being
-     * replaced lists; none for INFO and GET; for the rest the list seckill_keys gave, kept per
-     * key); a call refused as undeclared (the sale was replaced since the list was asked: nothing
+     * replaced lists and a draw sale's four; none for INFO and GET; for the rest the list
+     * seckill_keys gave, kept per key, and for DRAW {@code <key>:secret} besides); a call refused as undeclared (the sale was replaced since the list was asked: nothing
      * changed) goes once more with the list asked again, and a second refusal is thrown.
      */
     <T> T run(String key, Op<T> op) {
@@ -257,16 +257,16 @@ public final class SeckillClient {
         if (op.sub().equals("INIT")) {
             LibraryKeys.InitKeys own = LibraryKeys.initKeys(key, op.args());
             return own.replace()
-                    ? listed(key).thenApply(old -> LibraryKeys.merged(own.keys(), old))
+                    ? listed(key).thenApply(old -> LibraryKeys.merged(own.keys(), old, LibraryKeys.replacedKeys(key, old)))
                     : CompletableFuture.completedFuture(own.keys());
         }
         List<String> known = keys.get(key);
         if (known != null) {
-            return CompletableFuture.completedFuture(known);
+            return CompletableFuture.completedFuture(LibraryKeys.forCall(op.sub(), key, known));
         }
         return listed(key).thenApply(k -> {
             keys.put(key, k);
-            return k;
+            return LibraryKeys.forCall(op.sub(), key, k);
         });
     }
 

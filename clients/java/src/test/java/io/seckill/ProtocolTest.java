@@ -37,6 +37,10 @@ class ProtocolTest {
         assertEquals(List.of("FCALL_RO", "seckill_version", "1", "seckill:probe"), LibraryKeys.versionWire(null).words());
         assertEquals("s", LibraryKeys.versionWire("s").routingKey());
         assertEquals(List.of("a", "b", "c"), LibraryKeys.merged(List.of("a", "b"), List.of("b", "c")));
+        assertEquals(List.of(), LibraryKeys.replacedKeys("s", List.of("s:ev")));
+        assertEquals(LibraryKeys.drawKeys("s"), LibraryKeys.replacedKeys("s", List.of("s:entrants", "s:perm", "s:wait")));
+        assertEquals(List.of("s:entrants", "s:secret"), LibraryKeys.forCall("DRAW", "s", List.of("s:entrants")));
+        assertEquals(List.of("s:entrants"), LibraryKeys.forCall("ENTER", "s", List.of("s:entrants")));
         assertEquals(List.of("s:ev", "s:secret"), LibraryKeys.parseKeys(List.of("s:ev", "s:secret")));
         assertEquals(List.of(), LibraryKeys.parseKeys(List.of()));
         assertThrows(ProtocolException.class, () -> LibraryKeys.parseKeys("OK"));
@@ -149,7 +153,7 @@ class ProtocolTest {
         assertEquals(List.of(
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "10", "BEACON", "v1"),
                 List.of("FCALL_RO", "seckill_keys", "1", "sale:{b}"),
-                List.of("FCALL", "seckill_draw", "5", "sale:{b}", s, e, p, w, "COUNT", "10", "BEACON", "v1"),
+                List.of("FCALL", "seckill_draw", "5", "sale:{b}", e, p, w, s, "COUNT", "10", "BEACON", "v1"),
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "5", "BEACON", "v2"),
                 List.of("SECKILL.DRAW", "sale:{b}", "COUNT", "5"),
                 List.of("FCALL", "seckill_init", "5", "sale:{b}", s, e, p, w, "2", "END", "9", "DRAW", "BEACON", "name")),
@@ -165,8 +169,8 @@ class ProtocolTest {
         rec.sent.clear();
         rec.refusals = 1;
         lib.sale("sale:{b}").draw(10);                   // the cached list, refused: asked again
-        List<String> call = List.of("FCALL", "seckill_draw", "5", "sale:{b}", "sale:{b}:secret", "sale:{b}:entrants",
-                "sale:{b}:perm", "sale:{b}:wait", "COUNT", "10");
+        List<String> call = List.of("FCALL", "seckill_draw", "5", "sale:{b}", "sale:{b}:entrants",
+                "sale:{b}:perm", "sale:{b}:wait", "sale:{b}:secret", "COUNT", "10");
         List<String> keys = List.of("FCALL_RO", "seckill_keys", "1", "sale:{b}");
         assertEquals(List.of(call, keys, call), rec.sent);
         rec.sent.clear();
@@ -196,8 +200,8 @@ class ProtocolTest {
         @Override
         public Object call(Wire wire) {
             sent.add(wire.words());
-            if (wire.words().get(1).equals("seckill_keys")) {
-                return List.copyOf(LibraryKeys.drawKeys(wire.words().get(3)));
+            if (wire.words().get(1).equals("seckill_keys")) {   // a draw sale's list: no secret
+                return List.copyOf(LibraryKeys.drawKeys(wire.words().get(3)).subList(1, 4));
             }
             if (wire.name().startsWith("FCALL") && refusals > 0) {
                 refusals--;

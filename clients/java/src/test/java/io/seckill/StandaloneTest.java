@@ -341,6 +341,44 @@ class StandaloneTest {
         }
     }
 
+    /**
+     * The keys the library's calls declare (docs/managed-redis.md, "Calling it"), both backends
+     * alike: a sale with a STREAM; another client replaces it with another stream, so this
+     * client's list is stale (on the library: one refusal, seckill_keys again, the retry); a draw
+     * sale with a stream, replaced by the other client with a plain sale (its four keys go).
+     */
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("flavours")
+    void theLibrarysKeysAreDeclared(Flavour f, Backend b) throws Exception {
+        try (Conn a = open(f, b); Conn other = open(f, b); Jedis admin = mod.admin()) {
+            String key = key("keys", f, b);
+            String ev1 = key + ":ev1", ev2 = key + ":ev2";
+            assertTrue(a.sale(key).init(10, new InitOptions().stream(ev1).holdMs(60_000)));
+            assertEquals(ReserveStatus.RESERVED, a.sale(key).reserve("u1", 1, "o1").status());
+            assertTrue(other.sale(key).init(10, new InitOptions().stream(ev2).replace()));
+            long refused = failedFcalls();
+            assertEquals(new Reserved(ReserveStatus.RESERVED, "o2", 9), a.sale(key).reserve("u2", 1, "o2"));
+            assertEquals(b == Backend.FUNCTIONS ? 1 : 0, failedFcalls() - refused, "one refusal, then the retry");
+            assertEquals(1, admin.xlen(ev1));
+            assertEquals(1, admin.xlen(ev2));
+            assertEquals(SettleStatus.CONFIRMED, a.sale(key).confirm("o2").status());
+
+            String draw = key("keys-draw", f, b);
+            List<String> four = LibraryKeys.drawKeys(draw);
+            assertTrue(a.sale(draw).init(2, new InitOptions().endMs(serverMs() + 60_000).draw().stream(draw + ":ev")));
+            assertEquals(EnterStatus.ENTERED, a.sale(draw).enter("u1", 1, null).status());
+            assertEquals(b == Backend.FUNCTIONS ? 2 : 0, admin.exists(four.get(0), four.get(1)));
+            assertTrue(other.sale(draw).init(5, new InitOptions().replace()));
+            assertEquals(0, admin.exists(four.toArray(new String[0])), "INIT REPLACE deletes a draw sale's keys");
+            assertEquals(ReserveStatus.RESERVED, a.sale(draw).reserve("u1", 1, null).status());
+        }
+    }
+
+    private long failedFcalls() {
+        String v = RedisServers.info(mod, "commandstats").get("cmdstat_fcall");
+        return v == null ? 0 : Long.parseLong(v.replaceAll("^.*failed_calls=(\\d+).*$", "$1"));
+    }
+
     @Test
     void theBackendIsDetectedOncePerClient() throws Exception {
         for (Flavour f : List.of(Flavour.JEDIS_RESP2, Flavour.LETTUCE_SYNC_RESP3)) {
