@@ -6,7 +6,7 @@
 # for 0 MOVED in INFO errorstats; on Jedis (RESP2, RESP3), Lettuce (sync RESP3
 # and RESP2, async) and Redisson (the library), both backends; the docs'
 # Spring Data Redis and Redisson recipes compiled, run, and checked against
-# docs/clients.md (src/test/java/io/seckill/recipes). Free ports,
+# docs/clients.md (clients/java/src/test/java/io/seckill/recipes). Free ports,
 # servers stopped by pid. Included by the top-level Makefile; part of
 # `make test` (EXTRA_TESTS), its row in the summary is java-test.
 #

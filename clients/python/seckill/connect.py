@@ -16,7 +16,7 @@
   (`redis+sentinel://:secret@host:port/service`); the Sentinels are asked
   without one.
 
-`parse_url` and `sentinel_url` are plain (tests/test_connect_protocol.py).
+`parse_url` and `sentinel_url` are plain (tests/test_durability_protocol.py).
 """
 
 from __future__ import annotations
