@@ -117,7 +117,8 @@ func libraryAnswered(v interface{}, err error) error {
 		if ce.Code == "NOPERM" {
 			return fmt.Errorf("seckill: the seckill module is not on this server, and this ACL user may "+
 				"not run FCALL_RO (%w): give it +fcall +fcall_ro, as the library's role lines of "+
-				"docs/operations.md do", ce)
+				"docs/operations.md do, and key patterns that match the key the version is asked with "+
+				"(the sale key of the first call; ProbeKey for Client.Backend)", ce)
 		}
 		return ErrNoBackend
 	}

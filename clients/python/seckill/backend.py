@@ -335,7 +335,8 @@ def choose(module_reply: Any, version_reply: Any = None) -> str:
     if _refused(version_reply):
         raise BackendError('the seckill module is not on this server and this user may not run '
                            'FCALL_RO (%s): give its ACL user +fcall +fcall_ro, the library\'s '
-                           'role lines of docs/operations.md' % (version_reply,))
+                           'role lines of docs/operations.md, and key patterns that match the '
+                           'sale key the version is asked with' % (version_reply,))
     if version_reply is None or isinstance(version_reply, ResponseError):
         raise BackendError(NO_BACKEND)
     try:

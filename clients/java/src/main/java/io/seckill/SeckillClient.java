@@ -156,7 +156,7 @@ public final class SeckillClient {
             if ("NOPERM".equals(e.code())) {
                 throw new BackendException("the seckill module is not on this server, and this ACL user may not "
                         + "run FCALL_RO (" + e.getMessage() + "): give it +fcall +fcall_ro, as the library's "
-                        + "role lines of docs/operations.md do", e);
+                        + "role lines of docs/operations.md do, and key patterns that match the sale key", e);
             }
             throw new BackendException(NO_BACKEND, e);
         }
