@@ -19,4 +19,5 @@ pub mod wire;
 mod module;
 
 #[cfg(test)]
+#[path = "tests/model.rs"]
 mod model_tests;

@@ -203,7 +203,7 @@ impl<'a> Committer<'a> {
         if step.more {
             // More may fit, or the search for the next fit stopped at its
             // bound: the timer comes back at once and continues it.
-            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
+            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
         }
     }
 
@@ -216,7 +216,7 @@ impl<'a> Committer<'a> {
     #[inline(always)]
     fn keep_waitlist_visit(&self, sale: &Sale) {
         if self.origin == Origin::Replayed && sale.is_draw() && sale.waitlist_may_promote() {
-            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), 0);
+            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), 0);
         }
     }
 
@@ -251,7 +251,7 @@ impl<'a> Committer<'a> {
         // had holds is already scheduled early enough. (Loads, renames and
         // SWAPDB schedule it elsewhere.)
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
-            crate::module::schedules::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
+            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {

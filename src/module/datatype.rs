@@ -63,7 +63,7 @@ extern "C" fn rdb_load(rdb: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_vo
             }
         }
         if let Some((db, key)) = &place {
-            crate::module::schedules::on_loaded(*db, key, &sale);
+            crate::module::expiry_registry::on_loaded(*db, key, &sale);
             crate::module::sales::on_loaded(*db, key);
         }
         Some(sale)
@@ -84,7 +84,7 @@ fn stream_slot_allowed(rdb: *mut raw::RedisModuleIO, key: &[u8], sale: &Sale) ->
     let Some(stream) = &sale.config().stream else {
         return true;
     };
-    if crate::rules::slot::key_slot(&stream.key) == crate::rules::slot::key_slot(key) {
+    if crate::wire::slot::key_slot(&stream.key) == crate::wire::slot::key_slot(key) {
         return true;
     }
     let flags = rawapi::io_flags(rdb);

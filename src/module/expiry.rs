@@ -2,7 +2,7 @@
 //! releases the holds that ran out. Lazy expiry (any write touching a sale,
 //! `Committer`) is the backstop.
 //!
-//! The timer visits sales in the order of their next deadline (`schedules`),
+//! The timer visits sales in the order of their next deadline (`expiry_registry`),
 //! so an idle sale costs nothing; it works within a time budget per tick
 //! and releases holds in bounded chunks, so a million holds falling due at
 //! once never stall the server; and it writes nothing while the server asks
@@ -16,9 +16,9 @@ use redis_module::Context;
 
 use crate::module::commit::{Committer, DueHolds, Origin};
 use crate::module::datatype::SALE_TYPE;
+use crate::module::expiry_registry::{self, schedule};
 use crate::module::node::{decides, now_ms};
 use crate::module::rawapi;
-use crate::module::schedules::{self, schedule};
 use crate::rules::sale::Sale;
 
 /// How often the master looks for holds that ran out, at the most.
@@ -60,13 +60,13 @@ fn tick(ctx: &Context, _: ()) {
 fn sweep(ctx: &Context) -> Duration {
     let started = Instant::now();
     let now = now_ms();
-    while let Some((db, key)) = schedules::next_due(now) {
+    while let Some((db, key)) = expiry_registry::next_due(now) {
         visit(ctx, db, &key, now);
         if started.elapsed() >= BUDGET {
             return BEHIND;
         }
     }
-    match schedules::next_deadline() {
+    match expiry_registry::next_deadline() {
         Some(at) => Duration::from_millis(at.saturating_sub(now)).clamp(Duration::from_millis(1), PERIOD),
         None => PERIOD,
     }

@@ -11,9 +11,9 @@ use redis_module::key::KeyFlags;
 use redis_module::{Context, NotifyEvent};
 
 use crate::module::datatype::SALE_TYPE;
+use crate::module::expiry_registry;
 use crate::module::rawapi;
 use crate::module::sales;
-use crate::module::schedules;
 use crate::rules::sale::Sale;
 
 /// The old name of a key being renamed: Redis sends `rename_from` (old
@@ -36,7 +36,7 @@ pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) 
         _ => None,
     };
     arrived(ctx, from.as_deref(), key);
-    schedules::schedule(rawapi::selected_db(ctx), key, 0);
+    expiry_registry::schedule(rawapi::selected_db(ctx), key, 0);
 }
 
 /// A key came to the name `to` (from `renamed_from` for a RENAME): if it

@@ -6,24 +6,24 @@
 //! - `registration` (entry) -> `commands`, `expiry` (the timer),
 //!   `key_events` (RENAME, MOVE, COPY);
 //! - those -> `commit` (the one write path, lazy expiry included);
-//! - `commit` -> `datatype`, `schedules` (which sales have holds, and the
+//! - `commit` -> `datatype`, `expiry_registry` (which sales have holds, and the
 //!   load, SWAPDB and slot-migration hooks), `sales` (the list of sales),
 //!   `stream`, `stats`, `warn`;
 //! - at the bottom: `node` (clock, whether this node decides), `rawapi`,
-//!   `reply`, `config`, `command_info`.
+//!   `reply`, `load_args`, `command_info`.
 
 pub mod command_info;
 pub mod commands;
 pub mod commit;
-pub mod config;
 pub mod datatype;
 pub mod expiry;
+pub mod expiry_registry;
 pub mod key_events;
+pub mod load_args;
 pub mod node;
 pub mod rawapi;
 pub mod reply;
 pub mod sales;
-pub mod schedules;
 pub mod stats;
 pub mod stream;
 pub mod warn;

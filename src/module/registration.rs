@@ -11,7 +11,7 @@ const HANDLE_ATOMIC_SLOT_MIGRATION: std::os::raw::c_int = 1 << 5;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let argv: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    if let Err(e) = crate::module::config::apply(&argv) {
+    if let Err(e) = crate::module::load_args::apply(&argv) {
         ctx.log_warning(&format!("seckill: {e}"));
         return Status::Err;
     }
@@ -26,7 +26,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // 8.4) and Valkey 8 (bit 4) store the options and test only the bits
     // they define, so the bit is set on every server (loaded on Redis
     // 7.0.15 and 8.2.3, Valkey 8.1.8 and 9.1.2). What the claim takes:
-    // `schedules::on_slot_migration`, docs/resharding.md.
+    // `expiry_registry::on_slot_migration`, docs/resharding.md.
     ctx.set_module_options(
         ModuleOptions::HANDLE_IO_ERRORS
             | ModuleOptions::NO_IMPLICIT_SIGNAL_MODIFIED
@@ -61,7 +61,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }
     // Valkey 9's atomic slot migration: a target leaves the sales it
     // imports to the source until it owns them, a source forgets the
-    // sales it gave away (`schedules::on_slot_migration`). Only Valkey has
+    // sales it gave away (`expiry_registry::on_slot_migration`). Only Valkey has
     // the event (Redis 8.4 uses its number for another one).
     let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
     if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, on_slot_migration) {
@@ -81,20 +81,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
 /// The registries that follow the data: the expiry schedule and the list
 /// of sales.
 fn on_swapdb(first: i32, second: i32) {
-    crate::module::schedules::on_swapdb(first, second);
+    crate::module::expiry_registry::on_swapdb(first, second);
     crate::module::sales::on_swapdb(first, second);
 }
 
 fn on_async_load(event: crate::module::rawapi::AsyncLoad) {
-    crate::module::schedules::on_async_load(event);
+    crate::module::expiry_registry::on_async_load(event);
     crate::module::sales::on_async_load(event);
 }
 
 fn on_slot_migration(phase: crate::module::rawapi::SlotMigration, ranges: &[(u16, u16)]) {
-    crate::module::schedules::on_slot_migration(phase, ranges);
+    crate::module::expiry_registry::on_slot_migration(phase, ranges);
     if phase == crate::module::rawapi::SlotMigration::ExportCompleted {
         crate::module::sales::forget(|key| {
-            let slot = crate::rules::slot::key_slot(key);
+            let slot = crate::wire::slot::key_slot(key);
             ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
         });
     }

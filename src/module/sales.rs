@@ -10,7 +10,7 @@
 //! over), FLUSHDB and FLUSHALL (`on_flush`, which a replica's full sync
 //! runs too), and SWAPDB exchanges two databases' names. A replica's
 //! asynchronous load fills a staged catalog that replaces the live one
-//! when the load completes, as `schedules` does. Whatever slips through
+//! when the load completes, as `expiry_registry` does. Whatever slips through
 //! (a path a server version treats differently) is a stale name, dropped
 //! when a listing finds no sale under it.
 

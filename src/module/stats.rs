@@ -117,6 +117,6 @@ pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: i32
     for c in ALL {
         raw::add_info_field_long_long(ctx, c.name, c.get() as i64);
     }
-    raw::add_info_field_long_long(ctx, "sales_scheduled_for_expiry", crate::module::schedules::tracked() as i64);
+    raw::add_info_field_long_long(ctx, "sales_scheduled_for_expiry", crate::module::expiry_registry::tracked() as i64);
     raw::add_info_field_long_long(ctx, "sales_listed", crate::module::sales::listed() as i64);
 }

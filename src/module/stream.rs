@@ -82,7 +82,7 @@ pub fn open_for_sale(ctx: &Context, name: &[u8], sale: &Sale) -> Result<Option<S
         return Ok(None);
     };
     let key = StreamKey::open(ctx, &stream.key)?;
-    if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::rules::slot::key_slot(&stream.key)) {
+    if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::wire::slot::key_slot(&stream.key)) {
         return Err(STREAM_AWAY);
     }
     Ok(Some(key))
@@ -96,8 +96,8 @@ fn slot_moving(ctx: &Context, slot: u16) -> bool {
     let opts = CallOptionsBuilder::new().errors_as_replies().build();
     let reply: CallResult = ctx.call_ext("CLUSTER", &opts, &["NODES"]);
     match reply {
-        Ok(CallReply::String(s)) => crate::rules::slot::moving_in(s.as_bytes(), slot),
-        Ok(CallReply::VerbatimString(s)) => s.as_parts().is_none_or(|(_, text)| crate::rules::slot::moving_in(text, slot)),
+        Ok(CallReply::String(s)) => crate::wire::slot::moving_in(s.as_bytes(), slot),
+        Ok(CallReply::VerbatimString(s)) => s.as_parts().is_none_or(|(_, text)| crate::wire::slot::moving_in(text, slot)),
         _ => true,
     }
 }

@@ -14,5 +14,4 @@ pub mod reservation;
 pub mod sale;
 pub mod schedule;
 pub mod seq_index;
-pub mod slot;
 pub mod transfers;

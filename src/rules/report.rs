@@ -191,7 +191,7 @@ impl Report {
             }
         }
         if let Some(d) = &self.draw {
-            use crate::rules::sale::draw::hex;
+            use crate::rules::sale::draw_state::hex;
             fields.extend([
                 ("mode", Value::Word(c"draw")),
                 ("entrants", Value::Int(d.entrants)),

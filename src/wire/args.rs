@@ -5,7 +5,7 @@
 use crate::rules::config::{self, Bound, ConfigError, SaleConfig, SplitConfig, StreamConfig, MAX_ROUND, MAX_TOTAL};
 use crate::rules::reconcile::Order;
 use crate::rules::reservation::valid_id;
-use crate::rules::slot::key_slot;
+use crate::wire::slot::key_slot;
 
 /// Why the arguments were refused. `Arity` becomes Redis's own message.
 #[derive(Clone, Debug, PartialEq, Eq)]

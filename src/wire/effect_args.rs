@@ -45,7 +45,7 @@ impl EffectArgs for Effect {
                     out.extend(split.peers.iter().map(|p| p.to_vec()));
                 }
                 if let Some(seed) = &c.draw {
-                    out.extend([b"DRAW".to_vec(), crate::rules::sale::draw::hex(seed).into_vec()]);
+                    out.extend([b"DRAW".to_vec(), crate::rules::sale::draw_state::hex(seed).into_vec()]);
                     if let Some(name) = &c.beacon {
                         out.extend([b"BEACON".to_vec(), name.to_vec()]);
                     }
@@ -54,7 +54,7 @@ impl EffectArgs for Effect {
                     out.extend([b"FENCE".to_vec(), id.as_bytes().to_vec()]);
                 }
                 if let Some(k) = &c.id_key {
-                    out.extend([b"IDKEY".to_vec(), crate::rules::sale::draw::hex(k).into_vec()]);
+                    out.extend([b"IDKEY".to_vec(), crate::rules::sale::draw_state::hex(k).into_vec()]);
                 }
             }
             Effect::Unfence(id) => out.extend([b"UNFENCE".to_vec(), id.as_bytes().to_vec()]),
@@ -321,7 +321,7 @@ pub fn split_stream_tail<'a, 'b>(args: &'a [&'b [u8]]) -> ArgResult<(&'a [&'b [u
 /// What the first DRAW fixed, as `DRAWBEGIN` and `DRAWSTATE` carry it:
 /// the draw seed's 64 hex digits, then the beacon value (empty: none).
 fn push_begin(out: &mut Vec<Vec<u8>>, b: &DrawBegin) {
-    out.push(crate::rules::sale::draw::hex(&b.draw_seed).into_vec());
+    out.push(crate::rules::sale::draw_state::hex(&b.draw_seed).into_vec());
     out.push(b.beacon.as_deref().unwrap_or_default().to_vec());
 }
 

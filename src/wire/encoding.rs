@@ -439,7 +439,7 @@ impl<'a> Reader<'a> {
         };
         let examined = self.bounded(u64::from(u32::MAX), "bad draw progress")? as u32;
         let begin = match stock {
-            Some(_) if version < 6 => return Err(DecodeError(crate::rules::sale::draw::OLD_DRAW)),
+            Some(_) if version < 6 => return Err(DecodeError(crate::rules::sale::draw_state::OLD_DRAW)),
             Some(_) => {
                 let value = self.bytes()?;
                 if value.len() > crate::rules::config::MAX_BEACON_VALUE {
@@ -543,7 +543,7 @@ mod tests {
     /// refused with `OLD_DRAW`. Version 6 keeps the beacon's name and value.
     #[test]
     fn older_draw_payloads() {
-        use crate::rules::sale::draw::OLD_DRAW;
+        use crate::rules::sale::draw_state::OLD_DRAW;
         let secret = [0x42u8; 32];
         let mut s = Sale::new(SaleConfig { draw: Some(secret), end_ms: 100, ..plain(10, 1) });
         for u in [&b"a"[..], b"bb", b"ccc"] {

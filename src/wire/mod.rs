@@ -5,3 +5,4 @@
 pub mod args;
 pub mod effect_args;
 pub mod encoding;
+pub mod slot;

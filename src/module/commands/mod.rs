@@ -218,7 +218,7 @@ fn draw_committed(
     beacon: Option<&[u8]>,
     stream: &crate::rules::sale::StreamConfig,
 ) -> RedisResult<()> {
-    let commitment = crate::rules::sale::draw::hex(&crate::rules::sale::draw::commitment(secret));
+    let commitment = crate::rules::sale::draw_state::hex(&crate::rules::sale::draw_state::commitment(secret));
     let maxlen = stream.maxlen.map(|n| n.to_string());
     let mut argv: Vec<&[u8]> = vec![&stream.key];
     if let Some(n) = &maxlen {
@@ -429,7 +429,7 @@ fn get(ctx: &Context, call: &Call) -> RedisResult {
 fn effect(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
     let flags = ctx.get_flags();
-    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::module::config::client_effects() {
+    if !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING) && !crate::module::load_args::client_effects() {
         stats::EFFECTS_DENIED.add(1);
         return Err(RedisError::Str(
             "ERR SECKILL.EFFECT is internal: it runs from the master link and while loading \

@@ -15,8 +15,10 @@
 //! - `holds.rs`: the hold cursor and per-chunk hold counts (`Holds`);
 //! - `chunks.rs`: storage that grows without moving (`Chunked`, `Arena`);
 //! - `accepted.rs`: a RESERVE decided, not applied yet (`Accepted`);
-//! - `draw.rs`: a draw sale's entrants, draw order and waitlist (`Draw`),
-//!   and `draw_sale.rs` the `Sale` methods that enter, draw and promote;
+//! - `draw_state.rs`: a draw sale's entrants, draw order and waitlist
+//!   (`Draw`), and `draw_steps.rs` the `Sale` methods that enter, draw and
+//!   promote;
+//! - `tests/`: the sale's tests (`sale.rs`, `draw.rs`) and figures (`bench.rs`);
 //! - `rules/transfers.rs`: SEND and RECV, over the parts of a sale they
 //!   touch, lent out by `transfer_parts`.
 //!
@@ -44,17 +46,20 @@
 mod accepted;
 mod buyers;
 mod chunks;
-pub mod draw;
-mod draw_sale;
+pub mod draw_state;
+mod draw_steps;
 mod holds;
 mod ids;
 mod records;
 
 #[cfg(test)]
+#[path = "tests/bench.rs"]
 mod bench;
 #[cfg(test)]
+#[path = "tests/draw.rs"]
 mod draw_tests;
 #[cfg(test)]
+#[path = "tests/sale.rs"]
 mod tests;
 
 use crate::rules::buckets::{Buckets, Take};
@@ -65,12 +70,12 @@ use crate::rules::transfers::{self, Counters, SendDecision, Transfers};
 pub use crate::rules::config::{SaleConfig, SplitConfig, StreamConfig, MAX_PEERS, MAX_ROUND, MAX_SHARDS, MAX_TOTAL, OPEN_END};
 pub use crate::rules::outcome::{ConfirmOutcome, EffectError, EnterRefusal, Refusal, ReleaseOutcome, TransferRefusal};
 pub use accepted::Accepted;
-pub use draw::{DrawBegin, EntrantRec, EntrantResult, Seed, SCAN_STEPS};
+pub use draw_state::{DrawBegin, EntrantRec, EntrantResult, Seed, SCAN_STEPS};
 pub use records::{RecordView, Tally};
 
 use accepted::{AcceptedId, Takes};
 use buyers::Buyers;
-use draw::Draw;
+use draw_state::Draw;
 use holds::Holds;
 use records::{check_takes, Records, NONE};
 
@@ -108,7 +113,7 @@ pub struct Promotions {
     /// The new pending reservations, in the order they were promoted.
     pub records: Vec<Reservation>,
     /// The step stopped at one of its bounds (the promotions it may make,
-    /// or the places it may produce, `draw::SCAN_STEPS`) with stock left:
+    /// or the places it may produce, `draw_state::SCAN_STEPS`) with stock left:
     /// more may follow, and the next step continues.
     pub more: bool,
 }

@@ -4,7 +4,7 @@
 //! explicit, as everywhere in `Sale`.
 
 use super::buyers::Buyers;
-use super::draw::{self, DrawBegin, EntrantRec, EntrantResult, Fit};
+use super::draw_state::{self as draw, DrawBegin, EntrantRec, EntrantResult, Fit};
 use super::{DrawReport, DrawStep, Promotions, Sale};
 use crate::rules::config::MAX_BEACON_VALUE;
 use crate::rules::fence::ReplId;

@@ -92,7 +92,7 @@ pub fn on_async_load(event: AsyncLoad) {
 }
 
 fn in_ranges(ranges: &[(u16, u16)], key: &[u8]) -> bool {
-    let slot = crate::rules::slot::key_slot(key);
+    let slot = crate::wire::slot::key_slot(key);
     ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
 }
 

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
-use super::draw::{DrawBegin, ORDER_CHUNK, SCAN_STEPS};
+use super::draw_state::{self as draw, DrawBegin, ORDER_CHUNK, SCAN_STEPS};
 use super::*;
 use crate::rules::effect::Effect;
 
@@ -198,7 +198,7 @@ fn order_is_the_reference_fisher_yates() {
 /// words are rejected.
 #[test]
 fn uniform_rejects_and_retries() {
-    use super::draw::{draw_word, uniform};
+    use super::draw_state::{draw_word, uniform};
     let s = seed_of(99);
     let m = (1u64 << 47) + 1;
     let limit = m; // floor(2^48 / m) = 1
