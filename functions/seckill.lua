@@ -484,6 +484,10 @@ local function open(key, f1, f2, pre)
     local layout = x[1]
     if layout ~= LAYOUT and layout ~= LAYOUT_DRAW and layout ~= LAYOUT + LAYOUT_FENCE
         and layout ~= LAYOUT_DRAW + LAYOUT_FENCE then
+        -- A hash whose `m` is no sale's settings (too short, or no layout
+        -- number a library would write: an integer 1 to 255) is not a sale,
+        -- as any hash is to the module.
+        if not layout or layout < 1 or layout > 255 or layout ~= math.floor(layout) then fail(WRONGTYPE) end
         fail('ERR the sale at this key was written by another version of the seckill library (layout '
             .. tostring(layout or '?') .. ')')
     end
@@ -1437,6 +1441,28 @@ end
 -- fail, on a STREAM key of another type or without permission: then
 -- nothing is written), then the hash in one HSET (and one HDEL), and a
 -- draw sale's other keys.
+-- A STREAM key must be empty or a stream, and writable by the caller; in
+-- the module's order (it opens the key, then asks the ACL): the type first.
+local STREAM_NOPERM = "NOPERM this user has no permission to write the sale's STREAM key"
+-- (The key's write permission itself the server checked: a call declares
+-- the stream among its keys.)
+local function check_stream_type(skey)
+    if not redis.acl_check_cmd('TYPE', skey) then fail(STREAM_NOPERM) end
+    local t = redis.call('TYPE', skey)
+    t = type(t) == 'table' and t.ok or t
+    if t ~= 'none' and t ~= 'stream' then fail('ERR the STREAM key holds a value that is not a stream') end
+end
+local function check_stream(skey)
+    check_stream_type(skey)
+    if not redis.acl_check_cmd('XADD', skey, '*', 'event', 'x') then fail(STREAM_NOPERM) end
+end
+
+-- The caller may not XADD to the stream: the error the module gives.
+local function stream_refused(skey)
+    check_stream(skey)
+    fail(STREAM_NOPERM)
+end
+
 function Sale:flush()
     if self.D and self.D.dirty then self.w.d = draw_fmt(self.D) end
     local changed = next(self.rd) ~= nil or next(self.w) ~= nil or next(self.bd) ~= nil or meta_changed(self)
@@ -1446,7 +1472,7 @@ function Sale:flush()
     self:fix_cursor()
     -- An ACL refusal inside a function cannot be caught: ask first.
     if #self.ev > 0 and not redis.acl_check_cmd('XADD', self.stream, '*', 'event', 'x') then
-        fail("NOPERM this user has no permission to write the sale's STREAM key")
+        stream_refused(self.stream)
     end
     for i, e in ipairs(self.ev) do
         local args = {self.stream}
@@ -1588,13 +1614,69 @@ end
 local function status_id_count(st, id, n) return {redis.status_reply(st), id or false, n} end
 local function status_count(st, n) return {redis.status_reply(st), n} end
 
+-- Bytes as the module's JSON strings (serde_json over String::from_utf8_lossy):
+-- each maximal invalid UTF-8 subpart becomes U+FFFD; `"` `\` \b \f \n \r \t
+-- escaped, the other bytes below 0x20 as \u00xx; `/`, DEL and valid UTF-8 as is.
+local JSON_ESC = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+                  ['\r'] = '\\r', ['\t'] = '\\t'}
+local JSON_ESC_FULL = false      -- (filled on first use: `string` is out of reach while the library loads)
+
+local function utf8_lossy(s)
+    if not string.find(s, '[\128-\255]') then return s end
+    local byte, out, i, n, start = string.byte, {}, 1, #s, 1
+    while i <= n do
+        local b = byte(s, i)
+        if b < 0x80 then
+            i = i + 1
+        else
+            local need, lo, hi = 0, 0x80, 0xBF
+            if b >= 0xC2 and b <= 0xDF then need = 1
+            elseif b == 0xE0 then need, lo = 2, 0xA0
+            elseif (b >= 0xE1 and b <= 0xEC) or b == 0xEE or b == 0xEF then need = 2
+            elseif b == 0xED then need, hi = 2, 0x9F
+            elseif b == 0xF0 then need, lo = 3, 0x90
+            elseif b >= 0xF1 and b <= 0xF3 then need = 3
+            elseif b == 0xF4 then need, hi = 3, 0x8F
+            end
+            local k = 0
+            while k < need do
+                local c = byte(s, i + 1 + k)
+                if not c or c < (k == 0 and lo or 0x80) or c > (k == 0 and hi or 0xBF) then break end
+                k = k + 1
+            end
+            if need > 0 and k == need then
+                i = i + 1 + need
+            else
+                out[#out + 1] = string.sub(s, start, i - 1)
+                out[#out + 1] = '\239\191\189'
+                i = i + 1 + k
+                start = i
+            end
+        end
+    end
+    out[#out + 1] = string.sub(s, start)
+    return table.concat(out)
+end
+
+local function json_str(s)
+    if not string.find(s, '[%z\1-\31"\\\128-\255]') then return '"' .. s .. '"' end
+    if not JSON_ESC_FULL then
+        for b = 0, 31 do
+            local ch = string.char(b)
+            if not JSON_ESC[ch] then JSON_ESC[ch] = string.format('\\u%04x', b) end
+        end
+        JSON_ESC_FULL = true
+    end
+    return '"' .. string.gsub(utf8_lossy(s), '[%z\1-\31"\\]', JSON_ESC) .. '"'
+end
+
 -- FORMAT JSON: a report (flat field/value pairs) as one JSON object, the
 -- fields in the module's order, numbers as numbers, nested lists as arrays.
 local function json_value(v)
     local t = type(v)
     if t == 'number' then return num(v) end
-    if t == 'string' then return cjson.encode(v) end
-    if t == 'table' and v.ok then return cjson.encode(v.ok) end
+    if t == 'string' then return json_str(v) end
+    if t == 'table' and v.ok then return json_str(v.ok) end
     if t == 'table' then
         local parts = {}
         for i, x in ipairs(v) do parts[i] = json_value(x) end
@@ -1605,7 +1687,7 @@ end
 
 local function as_json(pairs_)
     local parts = {}
-    for i = 1, #pairs_, 2 do parts[#parts + 1] = cjson.encode(pairs_[i]) .. ':' .. json_value(pairs_[i + 1]) end
+    for i = 1, #pairs_, 2 do parts[#parts + 1] = json_str(pairs_[i]) .. ':' .. json_value(pairs_[i + 1]) end
     return '{' .. table.concat(parts, ',') .. '}'
 end
 
@@ -1631,16 +1713,6 @@ end
 local function reply_as(format, pairs_)
     if format and pairs_ then return as_json(pairs_) end
     return pairs_
-end
-
--- A STREAM key must be empty or a stream, and writable by the caller.
-local function check_stream(skey)
-    if not redis.acl_check_cmd('XADD', skey, '*', 'event', 'x') or not redis.acl_check_cmd('TYPE', skey) then
-        fail("NOPERM this user has no permission to write the sale's STREAM key")
-    end
-    local t = redis.call('TYPE', skey)
-    t = type(t) == 'table' and t.ok or t
-    if t ~= 'none' and t ~= 'stream' then fail('ERR the STREAM key holds a value that is not a stream') end
 end
 
 -- The new round's tag: eight hex digits from the clock, the key and the
@@ -1738,6 +1810,7 @@ local function cmd_init(keys, args)
     end
     -- (In the module's order: START and END, BEACON, then DRAW's END.)
     if c.end_ and c.start >= c.end_ then fail('ERR START must be before END') end
+    if stream and (#stream < 1 or #stream > MAX_ID) then fail('ERR STREAM key must be 1 to 256 bytes') end
     if beacon and not draw then fail('ERR BEACON needs DRAW') end
     if beacon and (#beacon < 1 or #beacon > 256) then fail('ERR BEACON name must be 1 to 256 bytes') end
     if draw and not c.end_ then fail('ERR DRAW needs END: the end of registration') end
@@ -1859,6 +1932,9 @@ local function reserve_fast(key, user, qty, reqid)
     local now = 0
     if rem >= qty or start > 0 or end_ >= 0 or hn > 0 then now = now_ms() end
     if hold > 0 and hn > 0 and (hd == 0 or hd <= now) then return nil, v end
+    -- An answer that writes nothing checks the stream as the module does
+    -- before every RESERVE (a RESERVED one finds out by writing to it).
+    if stream and (now < start or (end_ >= 0 and now >= end_) or rem < qty) then check_stream_type(stream) end
     if now < start then return {redis.status_reply('NOT_STARTED'), false, rem} end
     if end_ >= 0 and now >= end_ then return {redis.status_reply('ENDED'), false, rem} end
     if rem < qty then return {redis.status_reply('SOLD_OUT'), false, rem} end
@@ -1878,9 +1954,7 @@ local function reserve_fast(key, user, qty, reqid)
     -- The stream, written first (an error there changes nothing).
     if stream then
         do
-            if not redis.acl_check_cmd('XADD', stream, '*', 'event', 'x') then
-                fail("NOPERM this user has no permission to write the sale's STREAM key")
-            end
+            if not redis.acl_check_cmd('XADD', stream, '*', 'event', 'x') then stream_refused(stream) end
             local ok, err
             if maxlen then
                 ok, err = pcall(redis.call, 'XADD', stream, 'MAXLEN', '~', maxlen, '*', 'event', 'reserved', 'rid', id,
@@ -1984,6 +2058,9 @@ reserve_general = function(key, user, qty, reqid, pre)
             end
         end
     end
+    -- (The module checks the stream before every RESERVE; here a call that
+    -- appends to it finds out by writing, one that does not asks.)
+    if #S.ev == 0 and S:writes_stream() then check_stream_type(S.stream) end
     S:finish(before)
     return status_id_count(st, id, S.rem)
 end
@@ -2072,6 +2149,8 @@ local function cmd_reconcile(keys, args)
     if apply and not orders then fail('ERR APPLY needs ORDERS') end
     local S = open(key)
     if not S then return false end
+    -- EXPIRE and APPLY may append to the stream: checked first, as the module does.
+    if (expire or apply) and S:writes_stream() then check_stream_type(S.stream) end
     local now = now_ms()
     local before = S.rem
     if expire or apply then S:expire_due(now, LAZY_CHUNK) end

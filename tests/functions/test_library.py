@@ -365,6 +365,20 @@ def test_a_hash_that_is_not_a_sale():
             env.expect(cmd[0], 'v1:%d' % layout, *cmd[1:]).error().contains(
                 'written by another version of the seckill library (layout %d)' % layout)
     env.assertEqual(c.hgetall('h'), {'f': 'v'})
+    # A plain hash with a field `m` that is no sale's settings: too short,
+    # or a layout no library writes (not an integer 1 to 255): WRONGTYPE, as
+    # the module answers for any hash.
+    bad = [b'x', b'hello world', struct.pack('<23d', 0, *[0] * 22) + b'0:0:0:0:',
+           struct.pack('<23d', 1.5, *[0] * 22) + b'0:0:0:0:', struct.pack('<23d', 256, *[0] * 22),
+           struct.pack('<23d', -1, *[0] * 22), b'\x55' * 200, b'\xff' * 200]
+    for i, m in enumerate(bad):
+        k = 'pm:%d' % i
+        c.hset(k, mapping={'m': m, 'f': 'v'})
+        for cmd in (['SECKILL.INFO'], ['SECKILL.RESERVE', 'u'], ['SECKILL.RESERVE', 'u', 'REQID', 'r'],
+                    ['SECKILL.RELEASE', 'r'], ['SECKILL.RECONCILE', 'ORDERS', 1, 'r', 'u', 1, 'APPLY'],
+                    ['SECKILL.INIT', 5], ['SECKILL.INIT', 5, 'REPLACE'], ['SECKILL.ENTER', 'u']):
+            env.expect(cmd[0], k, *cmd[1:]).error().contains('WRONGTYPE')
+        env.assertEqual(c.hlen(k), 2)   # untouched
 
 
 def test_one_bucket_is_rem():
