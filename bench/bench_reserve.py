@@ -18,9 +18,7 @@ Starts its own server on a free port and stops it by pid.
 """
 
 import argparse
-import os
 import statistics
-import sys
 
 from local_server import local_server
 
