@@ -53,7 +53,7 @@ from there (oldest first), and FCALL seckill_expire n key [keys...] [count]
 releases up to count on demand, answering [released, more].
 ]]
 
-local VERSION = '1.3.0'
+local VERSION = '1.4.0'
 local LAYOUT = 1                      -- a sale; a draw sale (INIT ... DRAW) is LAYOUT_DRAW
 -- Draws v2 (the secret in <key>:secret, the entrant digest, the Fisher-Yates
 -- order): layout 5. An older library refuses it rather than sell it first

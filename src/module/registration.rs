@@ -104,7 +104,7 @@ redis_module! {
     name: "seckill",
     // MODULE LIST's `ver`: Cargo.toml's version as major*10000+minor*100+patch
     // (1.3.0 -> 10300), as RedisJSON and RediSearch encode theirs.
-    version: 10300,
+    version: 10400,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [SALE_TYPE],
     init: init,

@@ -35,4 +35,4 @@ __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'Pro
            'SOLD_OUT', 'RELEASED', 'ALREADY_RELEASED', 'CONFIRMED', 'ALREADY_CONFIRMED',
            'NOT_FOUND', 'DRAW', 'Entered', 'Drawn', 'Entrant', 'Verdict', 'SplitSale', 'StaleRound',
            'OrphanKeys', 'RecoverError', 'SoldOutCache', 'FENCED', 'Durability']
-__version__ = '1.3.0'
+__version__ = '1.4.0'
