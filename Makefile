@@ -180,7 +180,7 @@ integration-redis8: build py-deps ## SERVER_TESTS on Redis 8.2.3
 # path the docs and code cite is in git (tools/check-refs.py): the checks
 # make one row of the summary.
 RUFF_VERSION := 0.17.5
-lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ without redis-module, ruff check, one version everywhere, every cited path in git
+lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ without redis-module, ruff check, one version everywhere, every cited path in git, unsafe and raw calls only in src/module/ffi/
 	@start=$$SECONDS; passed=0; failed=0; \
 	check() { echo "lint: $$*"; if "$$@"; then passed=$$((passed + 1)); else failed=$$((failed + 1)); fi; }; \
 	$(VENV)/bin/ruff --version 2>/dev/null | grep -qF '$(RUFF_VERSION)' || $(VENV)/bin/pip install -q ruff==$(RUFF_VERSION); \
@@ -190,6 +190,7 @@ lint: py-deps ## cargo fmt --check, cargo clippy -D warnings, rules/ and wire/ w
 	check $(VENV)/bin/ruff check -q .; \
 	check $(PY) tools/check-versions.py; \
 	check $(PY) tools/check-refs.py; \
+	check sh -c '! grep -rnE --include=*.rs "\bunsafe\b|\\braw::[a-z_]+\(" src | grep -v "^src/module/ffi/"'; \
 	echo "lint: $$passed passed, $$failed failed"; \
 	tools/test-summary.sh add lint tools $$passed $$failed $$((SECONDS - start)); [ $$failed -eq 0 ]
 

@@ -1,7 +1,5 @@
-//! Arity, key-specs and ACL categories for every command, through the raw
-//! `RedisModule_SetCommandInfo` and `RedisModule_SetCommandACLCategories`
-//! (the crate's `#[command]` macro needs the 7.2 ACL-category API, which 7.0
-//! lacks). With them COMMAND INFO, COMMAND GETKEYS and cluster routing see
+//! Arity, key-specs and ACL categories for every command (set through
+//! `ffi::command_info`). With them COMMAND INFO, COMMAND GETKEYS and cluster routing see
 //! the STREAM key INIT names too, and `ACL CAT write`, `+@read` and the like
 //! take in the module's commands where the server has the category API
 //! (Redis 7.2+, Valkey 8+; on 7.0 an ACL names the commands one by one).
@@ -9,8 +7,9 @@
 use std::ffi::CStr;
 use std::os::raw::c_int;
 
-use redis_module::raw::{self, RedisModuleCommandKeySpec as KeySpec};
-use redis_module::Context;
+use redis_module::{raw, Context};
+
+use crate::module::ffi::command_info::{self as ffi, Begin, KeySpecDesc, Outcome};
 
 /// How a command's keys are found in its arguments.
 #[derive(Clone, Copy)]
@@ -65,78 +64,35 @@ const COMMANDS: [(&CStr, c_int, Keys, &CStr, &CStr); 15] = [
     (c"seckill.sales", -2, Keys::None, c"Page through this node's sales (the selected database).", c"read slow"),
 ];
 
-fn index_spec(pos: c_int, flags: u32) -> KeySpec {
-    let mut spec: KeySpec = unsafe { std::mem::zeroed() };
-    spec.flags = u64::from(flags);
-    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    spec.bs.index.pos = pos;
-    spec.find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 { lastkey: 0, keystep: 1, limit: 0 };
-    spec
-}
-
-fn keyword_spec(keyword: &'static CStr, flags: u32) -> KeySpec {
-    let mut spec = index_spec(0, flags);
-    spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_KEYWORD;
-    spec.bs.keyword = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_2 { keyword: keyword.as_ptr(), startfrom: 3 };
-    spec
-}
-
-fn specs(keys: Keys) -> Vec<KeySpec> {
+fn specs(keys: Keys) -> Vec<KeySpecDesc> {
     let rw = raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE;
     let ro = raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS;
-    let mut v = match keys {
-        Keys::Sale { write: true } => vec![index_spec(1, rw)],
-        Keys::Sale { write: false } => vec![index_spec(1, ro)],
+    let sale = |flags| KeySpecDesc { begin: Begin::Index(1), flags };
+    match keys {
+        Keys::Sale { write: true } => vec![sale(rw)],
+        Keys::Sale { write: false } => vec![sale(ro)],
         Keys::None => Vec::new(),
         Keys::SaleAndStream => vec![
-            index_spec(1, raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE),
+            sale(raw::REDISMODULE_CMD_KEY_OW | raw::REDISMODULE_CMD_KEY_UPDATE),
             // INIT only checks the stream's type; later writes append to it.
-            keyword_spec(c"STREAM", raw::REDISMODULE_CMD_KEY_RO),
+            KeySpecDesc { begin: Begin::Keyword(c"STREAM", 3), flags: raw::REDISMODULE_CMD_KEY_RO },
         ],
-    };
-    v.push(unsafe { std::mem::zeroed() }); // the terminator
-    v
+    }
 }
 
 /// Sets arity, summary and key-specs, and the ACL categories where the
-/// server has `RedisModule_SetCommandACLCategories` (NULL on Redis 7.0);
-/// Redis copies what it is given. Must run inside OnLoad (the category API
-/// refuses calls made later).
+/// server has `RedisModule_SetCommandACLCategories` (not on Redis 7.0).
+/// Must run inside OnLoad (the category API refuses calls made later).
+/// Servers without the command-info API keep the first/last/step from
+/// registration.
 pub fn register(ctx: &Context) -> bool {
-    let version = raw::RedisModuleCommandInfoVersion {
-        version: 1,
-        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
-        sizeof_keyspec: std::mem::size_of::<KeySpec>(),
-        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
-    };
-    let Some(get_command) = (unsafe { raw::RedisModule_GetCommand }) else {
-        return true; // older servers: the first/last/step from registration stand
-    };
-    let set_info = unsafe { raw::RedisModule_SetCommandInfo };
-    let set_categories = unsafe { raw::RedisModule_SetCommandACLCategories };
     COMMANDS.iter().all(|&(name, arity, keys, summary, categories)| {
-        let cmd = unsafe { get_command(ctx.ctx, name.as_ptr()) };
-        if cmd.is_null() {
+        if ffi::set_info(ctx, name, arity, summary, c"0.1.0", &specs(keys)) == Outcome::Refused {
             return false;
         }
-        if let Some(set_info) = set_info {
-            let mut key_specs = specs(keys);
-            let mut info: raw::RedisModuleCommandInfo = unsafe { std::mem::zeroed() };
-            info.version = &version;
-            info.summary = summary.as_ptr();
-            info.since = c"0.1.0".as_ptr();
-            info.arity = arity;
-            info.key_specs = key_specs.as_mut_ptr();
-            if unsafe { set_info(cmd, &info) } != raw::REDISMODULE_OK as c_int {
-                return false;
-            }
-        }
-        if let Some(set_categories) = set_categories {
-            if unsafe { set_categories(cmd, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
-                ctx.log_warning(&format!("seckill: could not put {name:?} into the ACL categories {categories:?}"));
-                return false;
-            }
+        if ffi::set_categories(ctx, name, categories) == Outcome::Refused {
+            ctx.log_warning(&format!("seckill: could not put {name:?} into the ACL categories {categories:?}"));
+            return false;
         }
         true
     })

@@ -12,7 +12,7 @@ use redis_module::{Context, RedisError, RedisString};
 
 use crate::module::datatype::SALE_TYPE;
 
-use crate::module::rawapi::{self, Arg};
+use crate::module::ffi::{self, replicate::Arg};
 use crate::module::stats;
 use crate::module::stream::StreamKey;
 use crate::rules::effect::{single_record, Effect, Event};
@@ -203,7 +203,7 @@ impl<'a> Committer<'a> {
         if step.more {
             // More may fit, or the search for the next fit stopped at its
             // bound: the timer comes back at once and continues it.
-            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), due.now);
+            crate::module::expiry_registry::schedule(ffi::keyspace::selected_db(self.ctx), self.key.as_slice(), due.now);
         }
     }
 
@@ -216,7 +216,7 @@ impl<'a> Committer<'a> {
     #[inline(always)]
     fn keep_waitlist_visit(&self, sale: &Sale) {
         if self.origin == Origin::Replayed && sale.is_draw() && sale.waitlist_may_promote() {
-            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), 0);
+            crate::module::expiry_registry::schedule(ffi::keyspace::selected_db(self.ctx), self.key.as_slice(), 0);
         }
     }
 
@@ -251,7 +251,7 @@ impl<'a> Committer<'a> {
         // had holds is already scheduled early enough. (Loads, renames and
         // SWAPDB schedule it elsewhere.)
         if let (false, Some(deadline)) = (had_holds, sale.next_deadline()) {
-            crate::module::expiry_registry::schedule(rawapi::selected_db(self.ctx), self.key.as_slice(), deadline);
+            crate::module::expiry_registry::schedule(ffi::keyspace::selected_db(self.ctx), self.key.as_slice(), deadline);
         }
         // RESERVE's entry travels inside its effect: one replicated command.
         let carried = match self.origin {
@@ -263,13 +263,13 @@ impl<'a> Committer<'a> {
             (None, Change::Effect(effect)) => self.propagate(effect),
             (None, Change::Reserved(rec, user)) => self.replicate_reserved(rec, user),
         }
-        rawapi::signal_modified(self.ctx, self.key);
+        ffi::keyspace::signal_modified(self.ctx, self.key);
         let via = match change {
             Change::Effect(effect) => effect.via(),
             Change::Reserved(..) => None,
         };
         change.for_each_event(|event, id| {
-            rawapi::notify(self.ctx, event.notification(), self.key);
+            ffi::keyspace::notify(self.ctx, event.notification(), self.key);
             if self.origin == Origin::Master {
                 if event == Event::Expired {
                     stats::EXPIRED.add(1);
@@ -318,7 +318,7 @@ impl<'a> Committer<'a> {
     fn open_stream(&self, key: &[u8]) -> Option<Opened<'_>> {
         match self.stream {
             Some(k) => Some(Opened::Borrowed(k)),
-            None => match StreamKey::open(self.ctx, key) {
+            None => match crate::module::stream::open(self.ctx, key) {
                 Ok(k) => Some(Opened::Owned(k)),
                 Err(e) => {
                     crate::module::warn::limited(self.ctx, &format!("seckill: {e}"));
@@ -340,7 +340,7 @@ impl<'a> Committer<'a> {
             }
             None => &head,
         };
-        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", all);
+        ffi::replicate::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", all);
     }
 
     /// INIT's effect: creates (or replaces) the sale at the open key, on the
@@ -348,9 +348,9 @@ impl<'a> Committer<'a> {
     pub fn init(&self, key: &RedisKeyWritable, config: SaleConfig, before: Option<u64>) -> Result<(), RedisError> {
         let total = config.total;
         key.set_value(&SALE_TYPE, Sale::new(config.clone()))?;
-        crate::module::sales::on_created(rawapi::selected_db(self.ctx), self.key.as_slice());
+        crate::module::sales::on_created(ffi::keyspace::selected_db(self.ctx), self.key.as_slice());
         self.propagate(&Effect::Init(config));
-        rawapi::signal_modified(self.ctx, self.key);
+        ffi::keyspace::signal_modified(self.ctx, self.key);
         if let Some(before) = before {
             self.notify_stock_edge(before, total);
         }
@@ -375,11 +375,15 @@ impl<'a> Committer<'a> {
                     return self.replicate_pending_form(rec, user, &nums);
                 }
             }
-            Effect::Release(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[Arg::Bytes(id)]),
-            Effect::Confirm(id) => return rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"CONFIRM", &[Arg::Bytes(id)]),
+            Effect::Release(id) => {
+                return ffi::replicate::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"RELEASE", &[Arg::Bytes(id)])
+            }
+            Effect::Confirm(id) => {
+                return ffi::replicate::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"CONFIRM", &[Arg::Bytes(id)])
+            }
             _ => {}
         }
-        rawapi::replicate(self.ctx, EFFECT_COMMAND, self.key.inner, &effect.to_args());
+        ffi::replicate::replicate(self.ctx, EFFECT_COMMAND, self.key.inner, &effect.to_args());
     }
 
     /// A RESERVE's record on the master: the PENDING form, or (a take from
@@ -396,7 +400,7 @@ impl<'a> Committer<'a> {
     /// `SECKILL.EFFECT key PENDING id user nums`.
     fn replicate_pending_form(&self, rec: NewRecord, user: Arg, nums: &crate::rules::digits::Digits) {
         let args = [Arg::Bytes(rec.id), user, Arg::Bytes(nums.as_bytes())];
-        rawapi::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &args);
+        ffi::replicate::replicate_args(self.ctx, EFFECT_COMMAND, self.key.inner, c"PENDING", &args);
     }
 
     /// One stream entry per event, in the same atomic step (see `stream`).
@@ -445,6 +449,6 @@ impl<'a> Committer<'a> {
             (0, a) if a > 0 => c"seckill.restock",
             _ => return,
         };
-        rawapi::notify(self.ctx, event, self.key);
+        ffi::keyspace::notify(self.ctx, event, self.key);
     }
 }

@@ -17,8 +17,8 @@ use redis_module::Context;
 use crate::module::commit::{Committer, DueHolds, Origin};
 use crate::module::datatype::SALE_TYPE;
 use crate::module::expiry_registry::{self, schedule};
+use crate::module::ffi;
 use crate::module::node::{decides, now_ms};
-use crate::module::rawapi;
 use crate::rules::sale::Sale;
 
 /// How often the master looks for holds that ran out, at the most.
@@ -33,7 +33,7 @@ const BEHIND: Duration = Duration::from_millis(2);
 pub const TIMER_CHUNK: usize = 128;
 
 /// Starts the timer; it re-arms itself from its own callback (stopping a
-/// timer from inside it is unsafe on 7.0), and writes nothing on replicas,
+/// timer from inside it is not safe on 7.0), and writes nothing on replicas,
 /// so a promoted replica starts expiring at once.
 pub fn start(ctx: &Context) {
     ctx.create_timer(PERIOD, tick, ());
@@ -75,10 +75,10 @@ fn sweep(ctx: &Context) -> Duration {
 /// Releases one chunk of the sale's due holds and schedules its next visit;
 /// forgets a key that no longer holds a sale with holds.
 fn visit(ctx: &Context, db: i32, key: &[u8], now: u64) {
-    if !rawapi::select_db(ctx, db) {
+    if !ffi::keyspace::select_db(ctx, db) {
         return;
     }
-    let name = rawapi::key_name(ctx, key);
+    let name = ffi::args::key_name(ctx, key);
     // An expiry visit is not an access: it leaves LRU/LFU and stats alone.
     let k = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
     let Ok(Some(sale)) = k.get_value::<Sale>(&SALE_TYPE) else {

@@ -14,7 +14,7 @@
 
 use std::sync::Mutex;
 
-use crate::module::rawapi::{AsyncLoad, SlotMigration};
+use crate::module::ffi::events::{AsyncLoad, SlotMigration};
 use crate::rules::sale::Sale;
 use crate::rules::schedule::Schedule;
 

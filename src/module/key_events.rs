@@ -12,7 +12,7 @@ use redis_module::{Context, NotifyEvent};
 
 use crate::module::datatype::SALE_TYPE;
 use crate::module::expiry_registry;
-use crate::module::rawapi;
+use crate::module::ffi;
 use crate::module::sales;
 use crate::rules::sale::Sale;
 
@@ -36,7 +36,7 @@ pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) 
         _ => None,
     };
     arrived(ctx, from.as_deref(), key);
-    expiry_registry::schedule(rawapi::selected_db(ctx), key, 0);
+    expiry_registry::schedule(ffi::keyspace::selected_db(ctx), key, 0);
 }
 
 /// A key came to the name `to` (from `renamed_from` for a RENAME): if it
@@ -45,10 +45,10 @@ pub fn on_key_event(ctx: &Context, _kind: NotifyEvent, event: &str, key: &[u8]) 
 /// touching LRU, LFU or the hit counters, like every visit a keyspace
 /// event causes.
 fn arrived(ctx: &Context, renamed_from: Option<&[u8]>, to: &[u8]) {
-    let name = rawapi::key_name(ctx, to);
+    let name = ffi::args::key_name(ctx, to);
     let key = ctx.open_key_writable_with_flags(&name, KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
     if let Ok(Some(sale)) = key.get_value::<Sale>(&SALE_TYPE) {
-        sales::on_created(rawapi::selected_db(ctx), to);
+        sales::on_created(ffi::keyspace::selected_db(ctx), to);
         if let Some(from) = renamed_from {
             sale.follow_rename(from, to);
         }

@@ -1,6 +1,6 @@
 //! The Redis shell around the rules: commands, the one write path, the
 //! data type, hold expiry, the reservation stream, replies, stats, and the
-//! small wrappers of the raw module API.
+//! small wrappers of the raw module API (`ffi`).
 //!
 //! Imports point one way, from the entry point down:
 //! - `registration` (entry) -> `commands`, `expiry` (the timer),
@@ -9,8 +9,9 @@
 //! - `commit` -> `datatype`, `expiry_registry` (which sales have holds, and the
 //!   load, SWAPDB and slot-migration hooks), `sales` (the list of sales),
 //!   `stream`, `stats`, `warn`;
-//! - at the bottom: `node` (clock, whether this node decides), `rawapi`,
-//!   `reply`, `load_args`, `command_info`.
+//! - at the bottom: `node` (clock, whether this node decides), `reply`,
+//!   `load_args`, `command_info`, and `ffi`, the one room where the raw
+//!   module API is called (every file above reaches the server through it).
 
 pub mod command_info;
 pub mod commands;
@@ -18,10 +19,10 @@ pub mod commit;
 pub mod datatype;
 pub mod expiry;
 pub mod expiry_registry;
+pub mod ffi;
 pub mod key_events;
 pub mod load_args;
 pub mod node;
-pub mod rawapi;
 pub mod reply;
 pub mod sales;
 pub mod stats;

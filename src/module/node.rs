@@ -36,7 +36,7 @@ pub fn replid() -> ReplId {
 
 /// Reads `master_replid` from `INFO replication` into the cache, and
 /// returns it. Called at module load, on the server events that change the
-/// id (`rawapi::on_replication_events`), and by INIT and UNFENCE, which
+/// id (`ffi::events::on_replication_events`), and by INIT and UNFENCE, which
 /// record it.
 pub fn refresh_replid(ctx: &Context) -> ReplId {
     let read = ctx.server_info("replication").field("master_replid").and_then(|s| ReplId::parse(s.as_slice()));

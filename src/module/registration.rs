@@ -37,26 +37,29 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // their arguments in place); the crate's table is left empty.
     for &(name, handler, flags) in COMMANDS {
         let keyless = crate::module::command_info::is_keyless(name);
-        if !crate::module::rawapi::create_command(ctx, name, handler, flags, keyless) {
+        if !crate::module::ffi::args::create_command(ctx, name, handler, flags, keyless) {
             ctx.log_warning(&format!("seckill: could not create command {name:?}"));
             return Status::Err;
         }
     }
-    redis_module::raw::register_info_function(ctx.ctx, Some(crate::module::stats::info));
+    if !crate::module::ffi::info::register_info(ctx, "stats", crate::module::stats::info) {
+        ctx.log_warning("seckill: could not register the INFO section");
+        return Status::Err;
+    }
     if !crate::module::command_info::register(ctx) {
         ctx.log_warning("seckill: could not set command info (key-specs)");
         return Status::Err;
     }
-    if !crate::module::rawapi::on_swapdb(ctx, on_swapdb) {
+    if !crate::module::ffi::events::on_swapdb(ctx, on_swapdb) {
         ctx.log_warning("seckill: could not subscribe to SWAPDB events");
     }
-    if !crate::module::rawapi::on_async_load(ctx, on_async_load) {
+    if !crate::module::ffi::events::on_async_load(ctx, on_async_load) {
         ctx.log_warning("seckill: could not subscribe to asynchronous load events");
         return Status::Err;
     }
     // The list of sales forgets a flushed database's names at once (a
     // listing would drop them anyway, one page at a time).
-    if !crate::module::rawapi::on_flush(ctx, crate::module::sales::on_flush) {
+    if !crate::module::ffi::events::on_flush(ctx, crate::module::sales::on_flush) {
         ctx.log_warning("seckill: could not subscribe to FLUSHDB events");
     }
     // Valkey 9's atomic slot migration: a target leaves the sales it
@@ -64,13 +67,13 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // sales it gave away (`expiry_registry::on_slot_migration`). Only Valkey has
     // the event (Redis 8.4 uses its number for another one).
     let valkey = ctx.server_info("server").field("server_name").is_some_and(|n| n.as_slice() == b"valkey");
-    if valkey && !crate::module::rawapi::on_atomic_slot_migration(ctx, on_slot_migration) {
+    if valkey && !crate::module::ffi::events::on_atomic_slot_migration(ctx, on_slot_migration) {
         ctx.log_verbose("seckill: no atomic slot migration events on this server (Valkey 9+ has them)");
     }
     // The fence's current id (`node::replid`): read now, and again after
     // each event that can change it.
     crate::module::node::refresh_replid(ctx);
-    if !crate::module::rawapi::on_replication_events(ctx, crate::module::node::on_replication_event) {
+    if !crate::module::ffi::events::on_replication_events(ctx, crate::module::node::on_replication_event) {
         ctx.log_warning("seckill: could not subscribe to replication events (the fence needs them)");
         return Status::Err;
     }
@@ -85,14 +88,14 @@ fn on_swapdb(first: i32, second: i32) {
     crate::module::sales::on_swapdb(first, second);
 }
 
-fn on_async_load(event: crate::module::rawapi::AsyncLoad) {
+fn on_async_load(event: crate::module::ffi::events::AsyncLoad) {
     crate::module::expiry_registry::on_async_load(event);
     crate::module::sales::on_async_load(event);
 }
 
-fn on_slot_migration(phase: crate::module::rawapi::SlotMigration, ranges: &[(u16, u16)]) {
+fn on_slot_migration(phase: crate::module::ffi::events::SlotMigration, ranges: &[(u16, u16)]) {
     crate::module::expiry_registry::on_slot_migration(phase, ranges);
-    if phase == crate::module::rawapi::SlotMigration::ExportCompleted {
+    if phase == crate::module::ffi::events::SlotMigration::ExportCompleted {
         crate::module::sales::forget(|key| {
             let slot = crate::wire::slot::key_slot(key);
             ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))

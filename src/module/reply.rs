@@ -1,11 +1,12 @@
-//! Replies written straight through the module API, so maps keep the field
-//! order docs/commands.md gives (the crate's map values are hashed or sorted).
-//! Under RESP2 a map is sent as a flat field/value array.
+//! Replies written straight through the module API (`ffi::reply`), so maps
+//! keep the field order docs/commands.md gives (the crate's map values are
+//! hashed or sorted). Under RESP2 a map is sent as a flat field/value array.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_long};
 
-use redis_module::{raw, Context, RedisResult, RedisValue};
+use redis_module::{Context, RedisResult, RedisValue};
+
+use crate::module::ffi::reply as w;
 
 use crate::rules::report::{Doc, Value};
 use crate::wire::args::Format;
@@ -22,28 +23,19 @@ pub enum Reply {
 
 impl Reply {
     pub fn send(&self, ctx: &Context) {
-        let c = ctx.ctx;
         match self {
-            Reply::Null => {
-                raw::reply_with_null(c);
-            }
-            Reply::Int(n) => {
-                raw::reply_with_long_long(c, i64::try_from(*n).unwrap_or(i64::MAX));
-            }
-            Reply::Bulk(b) => {
-                raw::reply_with_string_buffer(c, b.as_ptr().cast::<c_char>(), b.len());
-            }
-            Reply::Simple(s) => {
-                raw::reply_with_simple_string(c, s.as_ptr());
-            }
+            Reply::Null => w::null(ctx),
+            Reply::Int(n) => w::int(ctx, *n),
+            Reply::Bulk(b) => w::bulk(ctx, b),
+            Reply::Simple(s) => w::simple(ctx, s),
             Reply::Array(items) => {
-                raw::reply_with_array(c, items.len() as c_long);
+                w::array(ctx, items.len());
                 items.iter().for_each(|i| i.send(ctx));
             }
             Reply::Map(fields) => {
-                raw::reply_with_map(c, fields.len() as c_long);
+                w::map(ctx, fields.len());
                 for (name, value) in fields {
-                    raw::reply_with_string_buffer(c, name.as_ptr().cast::<c_char>(), name.len());
+                    w::bulk(ctx, name.as_bytes());
                     value.send(ctx);
                 }
             }
@@ -59,23 +51,21 @@ impl Reply {
     /// `[status, id or nil, n]` (RESERVE's reply), written directly: the
     /// hot path builds no reply tree.
     pub fn status_id_count(ctx: &Context, status: &CStr, id: Option<&[u8]>, n: u64) -> RedisResult {
-        let c = ctx.ctx;
-        raw::reply_with_array(c, 3);
-        raw::reply_with_simple_string(c, status.as_ptr());
+        w::array(ctx, 3);
+        w::simple(ctx, status);
         match id {
-            Some(id) => raw::reply_with_string_buffer(c, id.as_ptr().cast::<c_char>(), id.len()),
-            None => raw::reply_with_null(c),
-        };
-        raw::reply_with_long_long(c, i64::try_from(n).unwrap_or(i64::MAX));
+            Some(id) => w::bulk(ctx, id),
+            None => w::null(ctx),
+        }
+        w::int(ctx, n);
         Ok(RedisValue::NoReply)
     }
 
     /// `[status, n]` (RELEASE and CONFIRM), written directly.
     pub fn status_count(ctx: &Context, status: &CStr, n: u64) -> RedisResult {
-        let c = ctx.ctx;
-        raw::reply_with_array(c, 2);
-        raw::reply_with_simple_string(c, status.as_ptr());
-        raw::reply_with_long_long(c, i64::try_from(n).unwrap_or(i64::MAX));
+        w::array(ctx, 2);
+        w::simple(ctx, status);
+        w::int(ctx, n);
         Ok(RedisValue::NoReply)
     }
 

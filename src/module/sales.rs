@@ -20,7 +20,7 @@ use redis_module::key::KeyFlags;
 use redis_module::Context;
 
 use crate::module::datatype::SALE_TYPE;
-use crate::module::rawapi::{self, AsyncLoad};
+use crate::module::ffi::{self, events::AsyncLoad};
 use crate::rules::catalog::Catalog;
 use crate::rules::sale::Sale;
 
@@ -99,12 +99,12 @@ pub type Listed<T> = (Vec<(Box<[u8]>, T)>, Option<Box<[u8]>>);
 /// holds no sale is dropped. Keys are opened without touching LRU/LFU or
 /// the hit counters.
 pub fn page<T>(ctx: &Context, from: Option<&[u8]>, count: usize, mut each: impl FnMut(&Sale) -> T) -> Listed<T> {
-    let db = rawapi::selected_db(ctx);
+    let db = ffi::keyspace::selected_db(ctx);
     let (names, next) = lock().live.page(db, from, count);
     let mut sales = Vec::with_capacity(names.len());
     let mut stale = Vec::new();
     for name in names {
-        let key = ctx.open_key_with_flags(&rawapi::key_name(ctx, &name), KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
+        let key = ctx.open_key_with_flags(&ffi::args::key_name(ctx, &name), KeyFlags::NOTOUCH | KeyFlags::NOSTATS);
         match key.get_value::<Sale>(&SALE_TYPE) {
             Ok(Some(sale)) => sales.push((name, each(sale))),
             _ => stale.push(name),

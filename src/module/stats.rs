@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use redis_module::raw;
+use crate::module::ffi::info::InfoSection;
 
 pub struct Counter {
     pub name: &'static str,
@@ -111,12 +111,11 @@ static ALL: [&Counter; 35] = [
     &UNFENCED,
 ];
 
-/// The `INFO seckill` section (Redis prefixes each field with `seckill_`).
-pub extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: i32) {
-    raw::add_info_section(ctx, Some("stats"));
+/// The `INFO seckill` section's fields (Redis prefixes each with `seckill_`).
+pub fn info(section: &InfoSection) {
     for c in ALL {
-        raw::add_info_field_long_long(ctx, c.name, c.get() as i64);
+        section.field(c.name, c.get());
     }
-    raw::add_info_field_long_long(ctx, "sales_scheduled_for_expiry", crate::module::expiry_registry::tracked() as i64);
-    raw::add_info_field_long_long(ctx, "sales_listed", crate::module::sales::listed() as i64);
+    section.field("sales_scheduled_for_expiry", crate::module::expiry_registry::tracked() as u64);
+    section.field("sales_listed", crate::module::sales::listed() as u64);
 }

@@ -6,14 +6,16 @@
 //! and, after approximate trimming, the exact length it left (what Redis
 //! itself propagates for `XADD ... MAXLEN ~`).
 
-use std::os::raw::{c_char, c_int, c_longlong};
 use std::ptr::null_mut;
 
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, ContextFlags};
 
-use crate::module::rawapi::ModuleStrings;
+use crate::module::ffi::stream_key::{StreamId, Trim};
+use crate::module::ffi::strings::ModuleStrings;
 use crate::rules::digits::Digits;
 use crate::rules::sale::Sale;
+
+pub use crate::module::ffi::stream_key::StreamKey;
 
 /// One entry: `event <word> rid <id> user <user> qty <qty> [via <how>]`
 /// (`via`: a draw sale's winner, `draw` or `waitlist`).
@@ -28,39 +30,14 @@ pub struct Entry<'a> {
 /// An entry's field strings, and how many of them are used.
 type Fields = ([*mut raw::RedisModuleString; 10], usize);
 
-/// A constant if `bytes` is one, else a new string freed with `strings`.
-fn string(strings: &mut ModuleStrings, bytes: &[u8]) -> *mut raw::RedisModuleString {
-    crate::module::rawapi::constant(bytes).unwrap_or_else(|| strings.add(bytes))
-}
-
-/// A sale's stream key, opened for writing once per command: checked before
-/// the sale changes, then appended to.
-pub struct StreamKey {
-    name: *mut raw::RedisModuleString,
-    key: *mut raw::RedisModuleKey,
-}
-
-impl StreamKey {
-    /// Opens `stream`; an error if it holds something other than a stream.
-    pub fn open(ctx: &Context, stream: &[u8]) -> Result<StreamKey, &'static str> {
-        let name = unsafe { raw::RedisModule_CreateString.unwrap()(null_mut(), stream.as_ptr().cast::<c_char>(), stream.len()) };
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
-        let key = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx.ctx, name, mode) }.cast::<raw::RedisModuleKey>();
-        let opened = StreamKey { name, key };
-        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(key) } as isize;
-        if kind != raw::REDISMODULE_KEYTYPE_EMPTY && kind != raw::REDISMODULE_KEYTYPE_STREAM {
-            return Err("ERR the STREAM key holds a value that is not a stream");
-        }
-        Ok(opened)
+/// Opens `stream` for this call (checked before the sale changes, then
+/// appended to); an error if it holds something other than a stream.
+pub fn open(ctx: &Context, stream: &[u8]) -> Result<StreamKey, &'static str> {
+    let key = StreamKey::open(ctx, stream);
+    if !key.is_stream_or_empty() {
+        return Err("ERR the STREAM key holds a value that is not a stream");
     }
-
-    pub fn name(&self) -> *mut raw::RedisModuleString {
-        self.name
-    }
-
-    fn is_empty(&self) -> bool {
-        unsafe { raw::RedisModule_KeyType.unwrap()(self.key) as isize == raw::REDISMODULE_KEYTYPE_EMPTY }
-    }
+    Ok(key)
 }
 
 /// The error when a sale that has written its stream finds no stream here.
@@ -81,7 +58,7 @@ pub fn open_for_sale(ctx: &Context, name: &[u8], sale: &Sale) -> Result<Option<S
     let Some(stream) = sale.config().stream.as_ref().filter(|s| s.writes_from(name)) else {
         return Ok(None);
     };
-    let key = StreamKey::open(ctx, &stream.key)?;
+    let key = open(ctx, &stream.key)?;
     if key.is_empty() && ctx.get_flags().contains(ContextFlags::CLUSTER) && slot_moving(ctx, crate::wire::slot::key_slot(&stream.key)) {
         return Err(STREAM_AWAY);
     }
@@ -102,15 +79,6 @@ fn slot_moving(ctx: &Context, slot: u16) -> bool {
     }
 }
 
-impl Drop for StreamKey {
-    fn drop(&mut self) {
-        unsafe {
-            raw::RedisModule_CloseKey.unwrap()(self.key);
-            raw::RedisModule_FreeString.unwrap()(null_mut(), self.name);
-        }
-    }
-}
-
 /// An entry's field strings: constants where they can be, the others freed
 /// with `strings`.
 fn fields(strings: &mut ModuleStrings, entry: &Entry, qty: &mut Digits) -> Fields {
@@ -120,8 +88,8 @@ fn fields(strings: &mut ModuleStrings, entry: &Entry, qty: &mut Digits) -> Field
     let all = names.into_iter().chain(entry.via.map(|v| (&b"via"[..], v)));
     let mut n = 0;
     for (name, value) in all {
-        f[n] = string(strings, name);
-        f[n + 1] = string(strings, value);
+        f[n] = strings.word_or_add(name);
+        f[n + 1] = strings.word_or_add(value);
         n += 2;
     }
     (f, n)
@@ -140,28 +108,16 @@ fn add(
     stream: &StreamKey,
     maxlen: Option<u64>,
     fields: &mut [*mut raw::RedisModuleString],
-) -> Result<(raw::RedisModuleStreamID, Option<u64>), &'static str> {
-    let mut id = raw::RedisModuleStreamID { ms: 0, seq: 0 };
-    let added = unsafe {
-        raw::RedisModule_StreamAdd.unwrap()(
-            stream.key,
-            raw::REDISMODULE_STREAM_ADD_AUTOID as c_int,
-            &mut id,
-            fields.as_mut_ptr(),
-            (fields.len() / 2) as i64,
-        )
-    };
-    if added != raw::REDISMODULE_OK as c_int {
-        return Err("stream append failed");
-    }
-    let length = maxlen.map(|n| unsafe {
-        raw::RedisModule_StreamTrimByLength.unwrap()(stream.key, raw::REDISMODULE_STREAM_TRIM_APPROX as c_int, n as c_longlong);
-        raw::RedisModule_ValueLength.unwrap()(stream.key) as u64
+) -> Result<(StreamId, Option<u64>), &'static str> {
+    let id = stream.add(None, fields).ok_or("stream append failed")?;
+    let length = maxlen.map(|n| {
+        stream.trim(Trim::Approx, n);
+        stream.len()
     });
     Ok((id, length))
 }
 
-fn id_text(id: &raw::RedisModuleStreamID) -> Digits {
+fn id_text(id: StreamId) -> Digits {
     let mut text = Digits::default();
     text.push_u64(id.ms);
     text.push(b'-');
@@ -171,21 +127,18 @@ fn id_text(id: &raw::RedisModuleStreamID) -> Digits {
 
 /// Signals the stream key and sends the `xadd` keyspace event.
 pub fn announce(ctx: &Context, stream: &StreamKey) {
-    unsafe {
-        raw::RedisModule_SignalModifiedKey.unwrap()(ctx.ctx, stream.name);
-        raw::RedisModule_NotifyKeyspaceEvent.unwrap()(ctx.ctx, raw::REDISMODULE_NOTIFY_STREAM, c"xadd".as_ptr(), stream.name);
-    }
+    stream.announce(ctx);
 }
 
 /// The master's append for an entry that travels inside its effect: added
 /// and trimmed here, replicated by the caller (not announced yet: see
 /// `announce`).
 pub fn append_unreplicated(stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<Added, &'static str> {
-    let mut strings = ModuleStrings(Vec::with_capacity(4));
+    let mut strings = ModuleStrings::with_capacity(4);
     let mut qty = Digits::default();
     let (mut f, n) = fields(&mut strings, entry, &mut qty);
     let (id, length) = add(stream, maxlen, &mut f[..n])?;
-    Ok(Added { id: id_text(&id), length })
+    Ok(Added { id: id_text(id), length })
 }
 
 /// A replica's (or AOF replay's) append of the entry the master carried in
@@ -199,44 +152,28 @@ pub fn append_replayed(
     length: Option<u64>,
     entry: &Entry,
 ) -> Result<(), &'static str> {
-    let mut strings = ModuleStrings(Vec::with_capacity(4));
+    let mut strings = ModuleStrings::with_capacity(4);
     let mut qty = Digits::default();
     let (mut f, n) = fields(&mut strings, entry, &mut qty);
-    let mut id = raw::RedisModuleStreamID { ms, seq };
-    let added = unsafe { raw::RedisModule_StreamAdd.unwrap()(stream.key, 0, &mut id, f.as_mut_ptr(), (n / 2) as i64) };
-    if added != raw::REDISMODULE_OK as c_int {
+    if stream.add(Some(StreamId { ms, seq }), &mut f[..n]).is_none() {
         return Err("stream append with the master's id failed (the stream differs from the master's)");
     }
     if let Some(n) = length {
-        let n = c_longlong::try_from(n).unwrap_or(c_longlong::MAX);
-        unsafe { raw::RedisModule_StreamTrimByLength.unwrap()(stream.key, 0, n) };
+        stream.trim(Trim::Exact, n);
     }
-    announce(ctx, stream);
+    stream.announce(ctx);
     Ok(())
 }
 
 /// Appends `entry` to the stream (trimmed approximately to `maxlen`),
 /// replicates it, signals the key and sends the `xadd` keyspace event.
 pub fn append(ctx: &Context, stream: &StreamKey, maxlen: Option<u64>, entry: &Entry) -> Result<(), &'static str> {
-    let mut strings = ModuleStrings(Vec::with_capacity(4));
-    let name = stream.name;
+    let mut strings = ModuleStrings::with_capacity(4);
     let mut qty = Digits::default();
     let (mut fields, n) = fields(&mut strings, entry, &mut qty);
     let fields = &mut fields[..n];
     let (id, length) = add(stream, maxlen, fields)?;
-    let length = length.map(|n| n as c_longlong);
-    let id_text = id_text(&id);
-    let (idp, idl) = (id_text.as_bytes().as_ptr().cast::<c_char>(), id_text.as_bytes().len());
-    let (fp, fl) = (fields.as_mut_ptr(), fields.len());
-    unsafe {
-        let replicate = raw::RedisModule_Replicate.unwrap();
-        match length {
-            Some(n) => {
-                replicate(ctx.ctx, c"XADD".as_ptr(), c"scclbv".as_ptr(), name, c"MAXLEN".as_ptr(), c"=".as_ptr(), n, idp, idl, fp, fl)
-            }
-            None => replicate(ctx.ctx, c"XADD".as_ptr(), c"sbv".as_ptr(), name, idp, idl, fp, fl),
-        };
-    }
-    announce(ctx, stream);
+    stream.replicate_add(ctx, id_text(id).as_bytes(), length, fields);
+    stream.announce(ctx);
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! and type errors, the stream and quantity checks, the fence check, the
 //! small replies.
 
+use crate::module::ffi;
 use crate::module::node::{self};
-use crate::module::rawapi;
 use crate::module::reply::Reply;
 use crate::module::stats;
 use crate::module::stream::StreamKey;
@@ -27,10 +27,10 @@ impl<'a> Call<'a> {
     /// An argument as the call passed it, found by the bytes parsed from it:
     /// Redis's own string (replicated by reference), or, for bytes that are
     /// no whole argument, the bytes.
-    pub(super) fn arg(&self, bytes: &'a [u8]) -> rawapi::Arg<'a> {
+    pub(super) fn arg(&self, bytes: &'a [u8]) -> ffi::replicate::Arg<'a> {
         match self.argv.iter().position(|&a| std::ptr::eq(a, bytes)) {
-            Some(i) => rawapi::Arg::Str(self.strings[i]),
-            None => rawapi::Arg::Bytes(bytes),
+            Some(i) => ffi::replicate::Arg::Str(self.strings[i]),
+            None => ffi::replicate::Arg::Bytes(bytes),
         }
     }
 }
@@ -70,7 +70,7 @@ pub(super) fn check_fence(sale: &Sale) -> Result<(), RedisError> {
 /// A STREAM key must be empty or a stream, and writable by the caller.
 /// Returns it opened, for the command's appends.
 pub(super) fn check_stream(ctx: &Context, stream: &StreamConfig) -> Result<StreamKey, RedisError> {
-    let key = StreamKey::open(ctx, &stream.key).map_err(RedisError::Str)?;
+    let key = crate::module::stream::open(ctx, &stream.key).map_err(RedisError::Str)?;
     check_acl(ctx, &key)?;
     Ok(key)
 }
@@ -90,7 +90,7 @@ pub(super) fn sale_stream(ctx: &Context, name: &RedisString, sale: &Sale) -> Res
 }
 
 pub(super) fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError> {
-    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::module::rawapi::may_insert(ctx, key.name()) {
+    if !ctx.get_flags().contains(ContextFlags::REPLICATED) && !crate::module::ffi::keyspace::may_insert(ctx, key.name()) {
         return Err(RedisError::Str("NOPERM this user has no permission to write the sale's STREAM key"));
     }
     Ok(())

@@ -16,11 +16,10 @@ use redis_module::{raw, CallOptionsBuilder, CallResult, Context, ContextFlags, R
 
 use crate::module::commit::{Committer, DueHolds, Origin, Writer};
 use crate::module::datatype::SALE_TYPE;
+use crate::module::ffi;
 use crate::module::node::{self, now_ms};
-use crate::module::rawapi;
 use crate::module::reply::Reply;
 use crate::module::stats;
-use crate::module::stream::StreamKey;
 use crate::rules::effect::Effect;
 use crate::rules::fence::UnfenceOutcome;
 use crate::rules::reconcile::reconcile_orders;
@@ -45,7 +44,7 @@ type Handler = fn(&Context, &Call) -> RedisResult;
 /// into a vector first, a measurable share of a RESERVE (`make bench`).
 fn dispatch(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int, handler: Handler) -> c_int {
     let context = Context::new(ctx);
-    let strings = rawapi::command_args(argv, argc);
+    let strings = ffi::args::command_args(argv, argc);
     let result = match catch_unwind(AssertUnwindSafe(|| run(&context, strings, handler))) {
         Ok(result) => result,
         Err(_) => {
@@ -67,11 +66,11 @@ fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], handler: Handler)
     let heap: Vec<&[u8]>;
     let argv: &[&[u8]] = if strings.len() <= stack.len() {
         for (slot, &s) in stack.iter_mut().zip(strings) {
-            *slot = rawapi::bytes_of(s);
+            *slot = ffi::args::bytes_of(s);
         }
         &stack[..strings.len()]
     } else {
-        heap = strings.iter().map(|&s| rawapi::bytes_of(s)).collect();
+        heap = strings.iter().map(|&s| ffi::args::bytes_of(s)).collect();
         &heap
     };
     handler(ctx, &Call { key: &name, argv, strings })
@@ -80,7 +79,7 @@ fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], handler: Handler)
 /// The commands: name, handler, flags. All take one key, the first argument.
 macro_rules! commands {
     ($($name:literal => $body:path, $flags:literal;)*) => {
-        pub const COMMANDS: &[(&CStr, rawapi::CommandFn, &CStr)] = &[
+        pub const COMMANDS: &[(&CStr, ffi::args::CommandFn, &CStr)] = &[
             $(($name, {
                 extern "C" fn entry(ctx: *mut raw::RedisModuleCtx, argv: *mut *mut raw::RedisModuleString, argc: c_int) -> c_int {
                     dispatch(ctx, argv, argc, $body)
@@ -492,7 +491,7 @@ fn replay_stream_entry(
         qty: rec.qty(),
         via: None,
     };
-    let result = StreamKey::open(ctx, &stream.key)
+    let result = crate::module::stream::open(ctx, &stream.key)
         .and_then(|key| crate::module::stream::append_replayed(ctx, &key, tail.ms, tail.seq, tail.length, &entry));
     if let Err(e) = result {
         crate::module::warn::limited(ctx, &format!("seckill: {e}"));
