@@ -28,7 +28,7 @@ from typing import (Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Op
                     Tuple, Union)
 
 from . import protocol as p
-from .protocol import ProtocolError, text
+from .protocol import MAX_BEACON_NAME, MAX_BEACON_VALUE, ProtocolError, beacon_name_arg, text
 
 # ENTER statuses, in the order the module checks them.
 NO_SALE = p.NO_SALE
@@ -50,8 +50,6 @@ DEFAULT_DRAW_COUNT = 1000    # DRAW's COUNT (1..1000)
 MAX_DRAW_COUNT = 1000
 DEFAULT_PAGE = 100           # ENTRANTS' COUNT (1..1000)
 MAX_PAGE = 1000
-MAX_BEACON_NAME = 256        # INIT ... DRAW BEACON name: 1..256 bytes
-MAX_BEACON_VALUE = 1024      # DRAW ... BEACON value: 1..1024 bytes
 
 # Verdicts of a verification. The failures (exit 1 in the CLI) name the
 # first check that failed, in the order docs/draw-sales.md numbers them.
@@ -135,20 +133,6 @@ def parse_entered(reply: Any) -> Entered:
                    p._int(reply[1], 'entrants'))
 
 
-def _sized(value: Union[str, bytes], hi: int, what: str) -> Union[str, bytes]:
-    """A BEACON name or value as sent: 1..hi bytes (a str as UTF-8)."""
-    if not isinstance(value, (str, bytes, bytearray)):
-        raise TypeError('%s must be str or bytes, got %r' % (what, value))
-    if not 1 <= len(value_bytes(value)) <= hi:
-        raise ValueError('%s must be 1 to %d bytes' % (what, hi))
-    return bytes(value) if isinstance(value, bytearray) else value
-
-
-def beacon_name_arg(name: Union[str, bytes]) -> Union[str, bytes]:
-    """INIT's `BEACON name` (1..256 bytes), checked as the server does."""
-    return _sized(name, MAX_BEACON_NAME, 'BEACON name')
-
-
 def draw_args(key: str, count: int = DEFAULT_DRAW_COUNT,
               beacon_value: Optional[Union[str, bytes]] = None) -> List[Any]:
     """SECKILL.DRAW key COUNT n [BEACON value]. `beacon_value` (1..1024
@@ -156,7 +140,7 @@ def draw_args(key: str, count: int = DEFAULT_DRAW_COUNT,
     of a sale that declared one needs it, a later one may repeat it."""
     args: List[Any] = ['SECKILL.DRAW', key, 'COUNT', _count(count, 1, MAX_DRAW_COUNT, 'DRAW COUNT')]
     if beacon_value is not None:
-        args += ['BEACON', _sized(beacon_value, MAX_BEACON_VALUE, 'BEACON value')]
+        args += ['BEACON', p.sized_arg(beacon_value, MAX_BEACON_VALUE, 'BEACON value')]
     return args
 
 
@@ -792,7 +776,8 @@ def split_closeness(stock: int, weights: Mapping[str, int],
 __all__ = ['RegistrationOpen', 'ENTER_STATUSES', 'ENTERED', 'ALREADY_ENTERED', 'DRAWN', 'RESULTS', 'Entered', 'Drawn',
            'Entrant', 'DrawInfo', 'Verdict', 'enter_args', 'parse_entered', 'draw_args',
            'parse_drawn', 'entrants_args', 'parse_entrants', 'draw_info', 'draw_committed',
-           'beacon_name_arg', 'commitment', 'commitment_ok', 'digest_step', 'entrants_digest',
+           'MAX_BEACON_NAME', 'MAX_BEACON_VALUE', 'beacon_name_arg', 'commitment', 'commitment_ok',
+           'digest_step', 'entrants_digest',
            'draw_seed', 'uniform', 'DrawOrder', 'permutation', 'draw_order', 'simulate', 'winners',
            'verify', 'combine', 'check_shares', 'verify_split', 'allocate', 'transfer_plan',
            'rebalance_tid', 'split_closeness']

@@ -62,6 +62,9 @@ DEFAULT_CHUNK = 1000
 
 MAX_ID_BYTES = 256
 
+MAX_BEACON_NAME = 256        # INIT ... DRAW BEACON name: 1..256 bytes
+MAX_BEACON_VALUE = 1024      # DRAW ... BEACON value: 1..1024 bytes
+
 
 class ProtocolError(ValueError):
     """A reply that does not have the shape docs/commands.md gives it."""
@@ -99,6 +102,23 @@ def _check_id(value: str, what: str) -> str:
     if n < 1 or n > MAX_ID_BYTES:
         raise ValueError('%s must be 1 to %d bytes, got %d' % (what, MAX_ID_BYTES, n))
     return value
+
+
+def sized_arg(value: Union[str, bytes], hi: int, what: str) -> Union[str, bytes]:
+    """A BEACON name or value as sent: 1..hi bytes (a str as UTF-8; what a
+    decoding client could not decode comes back through surrogateescape,
+    as `text` makes it)."""
+    if not isinstance(value, (str, bytes, bytearray)):
+        raise TypeError('%s must be str or bytes, got %r' % (what, value))
+    raw = bytes(value) if isinstance(value, (bytes, bytearray)) else value.encode('utf-8', 'surrogateescape')
+    if not 1 <= len(raw) <= hi:
+        raise ValueError('%s must be 1 to %d bytes' % (what, hi))
+    return bytes(value) if isinstance(value, bytearray) else value
+
+
+def beacon_name_arg(name: Union[str, bytes]) -> Union[str, bytes]:
+    """INIT's `BEACON name` (1..256 bytes), checked as the server does."""
+    return sized_arg(name, MAX_BEACON_NAME, 'BEACON name')
 
 
 # ---------------------------------------------------------------- results
@@ -208,7 +228,6 @@ def init_args(key: str, total: int, *, shards: Optional[int] = None, limit: Opti
     if draw:
         args.append('DRAW')
         if beacon is not None:
-            from .draw import beacon_name_arg
             args += ['BEACON', beacon_name_arg(beacon)]
     if fence:
         args.append('FENCE')
