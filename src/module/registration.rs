@@ -35,10 +35,10 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     );
     // The commands go through the raw API (`commands::dispatch` reads
     // their arguments in place); the crate's table is left empty.
-    for &(name, handler, flags) in COMMANDS {
-        let keyless = crate::module::command_info::is_keyless(name);
-        if !crate::module::ffi::args::create_command(ctx, name, handler, flags, keyless) {
-            ctx.log_warning(&format!("seckill: could not create command {name:?}"));
+    for c in COMMANDS {
+        let keyless = matches!(c.info.keys, crate::module::command_info::Keys::None);
+        if !crate::module::ffi::args::create_command(ctx, c.info.name, c.entry, c.flags, keyless) {
+            ctx.log_warning(&format!("seckill: could not create command {:?}", c.info.name));
             return Status::Err;
         }
     }
@@ -46,7 +46,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         ctx.log_warning("seckill: could not register the INFO section");
         return Status::Err;
     }
-    if !crate::module::command_info::register(ctx) {
+    if !crate::module::command_info::register(ctx, COMMANDS.iter().map(|c| &c.info)) {
         ctx.log_warning("seckill: could not set command info (key-specs)");
         return Status::Err;
     }

@@ -100,9 +100,6 @@ pub(super) fn check_acl(ctx: &Context, key: &StreamKey) -> Result<(), RedisError
 /// the key opened for writing.
 #[inline]
 pub(super) fn user_call<'a>(ctx: &Context, call: &Call<'a>) -> Result<(args::ReserveArgs<'a>, RedisKeyWritable), RedisError> {
-    if call.argv.len() < 3 {
-        return Err(RedisError::WrongArity);
-    }
     Ok((args::parse_reserve(&call.argv[2..])?, ctx.open_key_writable(call.key)))
 }
 

@@ -50,9 +50,6 @@ pub(super) fn enter(ctx: &Context, call: &Call) -> RedisResult {
 /// SECKILL.DRAW key [COUNT n] [BEACON value] -> [drawn, remaining, left_to_draw]
 pub(super) fn draw(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() < 2 {
-        return Err(RedisError::WrongArity);
-    }
     let (count, beacon) = args::parse_draw(&argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
@@ -84,9 +81,6 @@ pub(super) fn draw(ctx: &Context, call: &Call) -> RedisResult {
 /// result, ...]], in the order they entered; read-only.
 pub(super) fn entrants(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() < 3 {
-        return Err(RedisError::WrongArity);
-    }
     let (cursor, count) = args::parse_entrants(&argv[2..])?;
     let key = ctx.open_key(name);
     let (next, page) = match key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? {

@@ -44,9 +44,6 @@ pub(super) fn transfer_refused(refusal: TransferRefusal) -> RedisError {
 /// sells nothing.
 pub(super) fn send(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
     let a = args::parse_send(argv[1], &argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
@@ -93,9 +90,6 @@ pub(super) fn send(ctx: &Context, call: &Call) -> RedisResult {
 /// outside the sale's window.
 pub(super) fn recv(ctx: &Context, call: &Call) -> RedisResult {
     let (name, argv) = (call.key, call.argv);
-    if argv.len() < 4 {
-        return Err(RedisError::WrongArity);
-    }
     let args::RecvArgs { peer, sent_total, round, to } = args::parse_recv(argv[1], &argv[2..])?;
     let key = ctx.open_key_writable(name);
     let Some(sale) = key.get_value::<Sale>(&SALE_TYPE).map_err(wrong_type)? else {
