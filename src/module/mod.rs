@@ -6,7 +6,8 @@
 //! - `registration` (entry) -> `commands`, `expiry` (the timer),
 //!   `key_events` (RENAME, MOVE, COPY);
 //! - those -> `commit` (the one write path, lazy expiry included);
-//! - `commit` -> `datatype`, `expiry_registry` (which sales have holds, and the
+//! - `commit` -> `datatype` (its callbacks' bodies: `sale_callbacks`),
+//!   `expiry_registry` (which sales have holds, and the
 //!   load, SWAPDB and slot-migration hooks), `sales` (the list of sales),
 //!   `stream`, `stats`, `warn`;
 //! - at the bottom: `node` (clock, whether this node decides), `reply`,
@@ -24,6 +25,7 @@ pub mod key_events;
 pub mod load_args;
 pub mod node;
 pub mod reply;
+pub mod sale_callbacks;
 pub mod sales;
 pub mod stats;
 pub mod stream;
