@@ -1,5 +1,5 @@
 //! A draw sale's entrants and its draw (`INIT ... DRAW`, docs/draw-sales.md,
-//! draw v2).
+//! draw v2); its hashes are `draw_hash`.
 //!
 //! Entrants are kept in the order they entered (`Chunked`, their place is
 //! their arrival index; ENTRANTS pages through it), their user ids and
@@ -29,8 +29,6 @@
 use std::hash::BuildHasher;
 
 use hashbrown::DefaultHashBuilder;
-use sha1::Sha1;
-use sha2::{Digest, Sha256};
 
 use crate::rules::config::MAX_TOTAL;
 use crate::rules::outcome::EffectError;
@@ -39,149 +37,10 @@ use crate::rules::seq_index::SeqIndex;
 
 use super::chunks::{Arena, Chunked};
 
-/// The secret a draw sale's order comes from: 32 bytes, drawn on the master.
-pub type Seed = [u8; 32];
+pub use super::draw_hash::{commitment, draw_seed, draw_word, hex, next_digest, uniform, Seed, EMPTY_DIGEST};
 
-/// The entrant digest of no entrant: 32 zero bytes.
-pub const EMPTY_DIGEST: [u8; 32] = [0; 32];
-
-/// The seed's commitment, published from INIT on: `SHA-256(seed)`.
-pub fn commitment(seed: &Seed) -> [u8; 32] {
-    Sha256::digest(seed).into()
-}
-
-/// The entrant digest after one more entrant:
-/// `SHA-256(d || u32be(len(user)) || user || u32be(qty))`. A QTY of 2^32 or
-/// more (LIMIT allows it) contributes its low 32 bits.
-pub fn next_digest(d: &[u8; 32], user: &[u8], qty: u64) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(d);
-    h.update((user.len() as u32).to_be_bytes());
-    h.update(user);
-    h.update((qty as u32).to_be_bytes());
-    h.finalize().into()
-}
-
-/// The draw seed the first DRAW fixes: `SHA-256(secret || D || beacon)`,
-/// the beacon value empty when the sale declared none.
-pub fn draw_seed(secret: &Seed, digest: &[u8; 32], beacon: &[u8]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    h.update(secret);
-    h.update(digest);
-    h.update(beacon);
-    h.finalize().into()
-}
-
-/// The first 6 bytes of `SHA-1(s || u32be(j) || u32be(c))`, big-endian.
-pub fn draw_word(s: &[u8; 32], j: u32, c: u32) -> u64 {
-    let mut h = Sha1::new();
-    h.update(s);
-    h.update(j.to_be_bytes());
-    h.update(c.to_be_bytes());
-    let h = h.finalize();
-    h[..6].iter().fold(0u64, |x, &b| x << 8 | u64::from(b))
-}
-
-/// `uniform(S, j, m)`: a number in `0..m` (`m >= 1`), by rejection sampling
-/// over 48-bit words `draw_word(s, j, c)` for `c = 0, 1, 2, ...`.
-pub fn uniform(s: &[u8; 32], j: u32, m: u64) -> u64 {
-    debug_assert!((1..=1 << 48).contains(&m));
-    let limit = ((1u64 << 48) / m) * m;
-    let mut c = 0u32;
-    loop {
-        let x = draw_word(s, j, c);
-        if x < limit {
-            return x % m;
-        }
-        c = c.wrapping_add(1);
-    }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> Box<[u8]> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    bytes.iter().flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]).collect()
-}
-
-/// What became of an entrant (ENTRANTS' `result`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EntrantResult {
-    /// Not a reservation: not drawn yet, or on the waitlist.
-    Entered,
-    /// Won in the draw.
-    Drawn,
-    /// Won from the waitlist.
-    Promoted,
-}
-
-impl EntrantResult {
-    pub fn word(self) -> &'static str {
-        match self {
-            EntrantResult::Entered => "entered",
-            EntrantResult::Drawn => "drawn",
-            EntrantResult::Promoted => "promoted",
-        }
-    }
-
-    pub fn code(self) -> u8 {
-        match self {
-            EntrantResult::Entered => 0,
-            EntrantResult::Drawn => 1,
-            EntrantResult::Promoted => 2,
-        }
-    }
-
-    pub fn from_code(code: u64) -> Option<EntrantResult> {
-        Some(match code {
-            0 => EntrantResult::Entered,
-            1 => EntrantResult::Drawn,
-            2 => EntrantResult::Promoted,
-            _ => return None,
-        })
-    }
-}
-
-/// One entrant as a plain value (effects, RDB, tests).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct EntrantRec {
-    pub user: Box<[u8]>,
-    pub qty: u64,
-    pub reqid: Option<Box<[u8]>>,
-    pub result: EntrantResult,
-}
-
-/// `Entrant::reqid` when the entrant gave none.
-const NO_REQID: u32 = u32::MAX;
-const QTY_MASK: u64 = (1 << 50) - 1;
-const RESULT_SHIFT: u32 = 62;
-const _: () = assert!(MAX_TOTAL <= QTY_MASK && std::mem::size_of::<Entrant>() == 16);
-
-/// One entrant, 16 bytes: quantity and result in one word, the arena
-/// offsets of its user id and REQID.
-#[derive(Clone, Copy, Debug)]
-struct Entrant {
-    meta: u64,
-    user: u32,
-    reqid: u32,
-}
-
-impl Entrant {
-    fn qty(&self) -> u64 {
-        self.meta & QTY_MASK
-    }
-
-    fn result(&self) -> EntrantResult {
-        EntrantResult::from_code(self.meta >> RESULT_SHIFT).unwrap_or(EntrantResult::Entered)
-    }
-
-    fn set_result(&mut self, r: EntrantResult) {
-        self.meta = (self.meta & QTY_MASK) | (u64::from(r.code()) << RESULT_SHIFT);
-    }
-
-    fn waiting(&self) -> bool {
-        self.result() == EntrantResult::Entered
-    }
-}
+use super::entrant::{Entrant, NO_REQID};
+pub use super::entrant::{EntrantRec, EntrantResult};
 
 /// What the first DRAW fixes, as its effect (and an AOF rewrite) carries
 /// it: the beacon value it took (`None`: the sale declared none) and the
