@@ -51,11 +51,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
-sys.path.insert(0, os.path.join(ROOT, 'clients', 'python', 'tests'))
 
 from seckill import SoldOutCache, SplitSale  # noqa: E402
-from seckill._servers import RedisServer  # noqa: E402
-from clusters import Cluster  # noqa: E402  (the test suite's cluster, without test_split_cluster's import-time probe)
+from seckill.testing import Cluster, RedisServer  # noqa: E402
 
 PATHS = ('refill', 'borrow', 'state', 'repair')
 SECKILL_CMDS = ('seckill.reserve', 'seckill.send', 'seckill.recv', 'seckill.info')

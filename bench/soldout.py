@@ -39,7 +39,6 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
-sys.path.insert(0, os.path.join(ROOT, 'clients', 'python', 'tests'))
 
 SECKILL_CMDS = ('seckill.reserve', 'seckill.info', 'seckill.send', 'seckill.recv')
 MODES = (('off', 'no flag'), ('events', 'flag, events on'), ('replies', 'flag, events off'))
@@ -267,7 +266,7 @@ def main():
     args = ap.parse_args()
     os.environ['SECKILL_MODULE'] = os.path.abspath(args.module)
 
-    from seckill._servers import RedisServer
+    from seckill.testing import RedisServer
     figs = []
     srv = RedisServer(module=os.environ['SECKILL_MODULE']).start()
     try:
@@ -277,7 +276,7 @@ def main():
     finally:
         srv.stop()
     if not args.no_split:
-        from clusters import Cluster
+        from seckill.testing import Cluster
         cl = Cluster(3)
         try:
             for mode, _ in MODES:

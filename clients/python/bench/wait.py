@@ -22,7 +22,7 @@ import time
 from typing import Callable, Dict, List
 
 from seckill import Sale, library
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 from seckill.durability import DEFAULT, OFF
 from seckill.pipeline.payment import pay
 from seckill.pipeline.reconciler import create_sale

@@ -19,16 +19,16 @@
 - `python -m seckill worker|pay|reconcile|rebuild|init|demo|verify-draw`: the CLI.
 """
 
-from .draw import Drawn, Entered, Entrant, Verdict
-from .durability import Durability
-from .protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DRAW, DUPLICATE, ENDED, FENCED,
-                       LIMIT, NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT, Event,
-                       ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
+from .plain.draw import Drawn, Entered, Entrant, Verdict
+from .plain.durability import Durability
+from .plain.protocol import (ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, DRAW, DUPLICATE, ENDED,
+                             FENCED, LIMIT, NO_SALE, NOT_FOUND, NOT_STARTED, RELEASED, RESERVED, SOLD_OUT,
+                             Event, ProtocolError, ReconcileResult, Reserved, SaleMissing, Settled)
+from .plain.soldout import SoldOutCache
+from .plain.split_audit import RecoverError
+from .plain.split_protocol import StaleRound
 from .sale import Sale
-from .soldout import SoldOutCache
 from .split import OrphanKeys, SplitSale
-from .split_audit import RecoverError
-from .split_protocol import StaleRound
 
 __all__ = ['Sale', 'SaleMissing', 'Reserved', 'Settled', 'ReconcileResult', 'ProtocolError',
            'Event', 'RESERVED', 'DUPLICATE', 'NO_SALE', 'NOT_STARTED', 'ENDED', 'LIMIT',

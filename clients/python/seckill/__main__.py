@@ -26,14 +26,14 @@ DEFAULT_DB = 'sqlite:seckill-orders.db'
 
 
 def _redis(url: str, **kw):
-    from .connect import connect
+    from .drivers.connect import connect
     kw.setdefault('decode_responses', True)
     kw.setdefault('socket_timeout', 10)
     return connect(url, health_check_interval=5, **kw)
 
 
 def _durability(a: argparse.Namespace):
-    from .durability import AUTO, Durability
+    from .plain.durability import AUTO, Durability
     n = a.wait_replicas
     try:
         return Durability(replicas=AUTO if n == AUTO else int(n), timeout_ms=a.wait_timeout_ms)
@@ -68,7 +68,7 @@ def cmd_init(a: argparse.Namespace) -> int:
 
 
 def cmd_worker(a: argparse.Namespace) -> int:
-    from .faults import Faults
+    from .plain.faults import Faults
     from .pipeline.worker import Worker, default_consumer
     from .pipeline.retry import Backoff
     from .pipeline.store import StoreUnavailable, open_store
@@ -165,7 +165,7 @@ PAY_EXIT = {'PAID': 0, 'REFUND': 1, 'RETRY': 3}
 
 def cmd_pay(a: argparse.Namespace) -> int:
     """pay() once: exit 0 PAID (capture), 1 REFUND (void), 3 RETRY (call again)."""
-    from .faults import Faults
+    from .plain.faults import Faults
     from .pipeline.payment import pay
     from .sale import Sale
     r, store = _redis(a.redis), _store(a.db)
@@ -368,7 +368,7 @@ def cmd_commitment(a: argparse.Namespace) -> int:
     A sale: {"key", "commitment", "beacon"}. A split sale: {part key:
     commitment} on stdout (verify-draw's @FILE form) and the beacon's name,
     if any, on stderr."""
-    from . import draw as d
+    from .plain import draw as d
     from .sale import Sale
     if a.cluster:
         from redis.cluster import RedisCluster
@@ -440,7 +440,7 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
     nothing to verify yet (no draw sale, not drawn, the draw not complete);
     3 when every check of the sale itself passed but not against a
     published commitment or beacon value (the line says which)."""
-    from . import draw as d
+    from .plain import draw as d
     published = _published_commitments(a.commitment, a.split)
     pub = dict(beacon=a.beacon, beacon_value=a.beacon_value)
     # bytes replies: the digest hashes exactly the user ids the server holds
@@ -479,7 +479,7 @@ def cmd_verify_draw(a: argparse.Namespace) -> int:
 
 
 def _verdict_lines(v) -> List[str]:
-    from .protocol import text
+    from .plain.protocol import text
     status = v.status.upper().replace('_', ' ')
     if v.check:
         status += ' (check: %s)' % v.check
@@ -507,7 +507,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = parser()
     a = p.parse_args(argv)
     if a.sentinel or a.service:
-        from .connect import sentinel_url
+        from .drivers.connect import sentinel_url
         try:
             a.redis = sentinel_url(a.sentinel or (), a.service or '')
         except ValueError as exc:

@@ -20,7 +20,7 @@ Plain functions, no I/O:
   `FCALL_RO seckill_version 1 key`. Neither needs MODULE LIST or FUNCTION
   LIST, which managed services and least-privilege ACL users may not run.
 
-`detect()` is the operation (seckill._io steps) asking those two; the
+`detect()` is the operation (seckill.plain.steps steps) asking those two; the
 drivers run it once per connection pool (a cluster client: once per client)
 and send every command of a 'functions' client through `batch()`, the
 operation that adds the keys (a `KeyCache` per connection pool, filled by
@@ -36,7 +36,7 @@ from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from redis.exceptions import NoPermissionError, ResponseError
 
-from ._io import Call, Steps, kept
+from .plain.steps import Call, Steps, kept, scope
 
 MODULE = 'module'
 FUNCTIONS = 'functions'
@@ -61,12 +61,6 @@ DRAW_SUFFIXES = (':secret', ':entrants', ':perm', ':wait')
 
 CACHE_ATTR = '_seckill_backend'
 """Where a driver keeps the detected backend on the client's scope."""
-
-
-def scope(client: Any) -> Any:
-    """What one detection serves: a plain client's connection pool (clients
-    sharing a pool share it), a cluster client itself."""
-    return getattr(client, 'connection_pool', None) or client
 
 
 class BackendError(RuntimeError):

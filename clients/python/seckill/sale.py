@@ -1,19 +1,20 @@
 """`Sale`: one sale key, typed. A thin redis-py layer: the operations are
-seckill._ops (over the plain protocol functions of seckill.protocol), run by
+seckill.ops.sale (over the plain protocol functions of seckill.protocol), run by
 the sync driver."""
 
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, Optional, Sequence
 
-from . import _draw_ops, _ops
-from . import durability as dur
-from . import draw as d
-from . import protocol as p
-from ._driver import Driver
-from ._soldout_watch import resolve, watcher
-from .draw import Drawn, Entered, Entrant, Verdict
-from .protocol import ReconcileResult, Reserved, SaleMissing, Settled
+from .drivers.soldout import resolve, watcher
+from .drivers.sync import Driver
+from .ops import draw as draw_ops
+from .ops import sale as ops
+from .plain import draw as d
+from .plain import durability as dur
+from .plain import protocol as p
+from .plain.draw import Drawn, Entered, Entrant, Verdict
+from .plain.protocol import ReconcileResult, Reserved, SaleMissing, Settled
 
 
 class Sale:
@@ -22,7 +23,7 @@ class Sale:
     Every method is one command (reconcile: one per chunk) and returns a
     typed result; nothing here hides a status. A command answered TRYAGAIN
     (a key mid-migration) is sent again for up to about a second
-    (seckill._io.call); no other error is retried.
+    (seckill.plain.steps.call); no other error is retried.
 
     `local_soldout`: True keeps a local sold-out flag in the client's shared
     seckill.soldout.SoldOutCache (one per connection pool), or pass a
@@ -63,7 +64,7 @@ class Sale:
         name of the public value the first DRAW will take (`BEACON name`,
         e.g. 'drand quicknet round 1234567'). Publish commitment() and the
         beacon's name before end_ms."""
-        return self._run(_ops.init(
+        return self._run(ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
             split=split, draw=draw, fence=fence, beacon=beacon))
@@ -82,36 +83,36 @@ class Sale:
         replicas had the reservation within the timeout (a failover then
         cannot lose it); without it `replicated` is None and nothing is
         added. FENCED: the sale waits for its reconcile; retry later."""
-        return self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout,
+        return self._run(ops.reserve(self.key, user, qty, reqid, self.soldout,
                                      wait=dur.resolve(wait)))
 
     def release(self, rid: str) -> Settled:
-        return self._run(_ops.release(self.key, rid, self.soldout))
+        return self._run(ops.release(self.key, rid, self.soldout))
 
     def confirm(self, rid: str, *, wait: Any = None) -> Settled:
         """SECKILL.CONFIRM -> Settled(status, remaining); `wait` as reserve's
         (Settled.replicated)."""
-        return self._run(_ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
+        return self._run(ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
 
     def wait(self, durability: Any = True) -> dur.Gate:
         """The WAIT gate alone (a propagating SET and WAIT on one connection
         to the sale's master): Gate(acked, need); `.ok` when every write
         the master did before it reached the required replicas."""
-        return self._run(_ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
+        return self._run(ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
 
     def unfence(self) -> str:
         """SECKILL.UNFENCE: 'UNFENCED' (the sale was fenced since a failover or
         restart; it sells again), 'NOT_FENCED' (nothing to do, or not a
         FENCE sale), 'NO_SALE'. Lift a fence only once the order ledger was
         applied (the reconciler's apply does it: docs/replication.md)."""
-        return self._run(_ops.unfence(self.key))
+        return self._run(ops.unfence(self.key))
 
     def info(self) -> Optional[Dict[str, Any]]:
         """The report, or None when the key does not exist."""
-        return self._run(_ops.info(self.key))
+        return self._run(ops.info(self.key))
 
     def get(self, rid: str) -> Optional[Dict[str, Any]]:
-        return self._run(_ops.get(self.key, rid))
+        return self._run(ops.get(self.key, rid))
 
     def reconcile(self, orders: Iterable[Any] = (), apply: bool = False, expire: bool = False,
                   chunk_size: int = p.DEFAULT_CHUNK) -> ReconcileResult:
@@ -119,12 +120,12 @@ class Sale:
         with those attributes) in calls of at most `chunk_size` rows. Class
         counts and ids are summed; `report` is the sale after the last call.
         Raises SaleMissing when the key does not exist."""
-        return self._run(_ops.reconcile(self.key, orders, apply=apply, expire=expire,
+        return self._run(ops.reconcile(self.key, orders, apply=apply, expire=expire,
                                         chunk_size=chunk_size))
 
     def server_ms(self) -> int:
         """The server's clock (TIME), the one holds and windows follow."""
-        return self._run(_ops.server_ms())
+        return self._run(ops.server_ms())
 
     # -- draw sales (docs/draw-sales.md) ------------------------------------
 
@@ -132,13 +133,13 @@ class Sale:
         """SECKILL.ENTER -> Entered(status, entrants). ALREADY_ENTERED is the
         retry of an entry (the first one stands); a `reqid` becomes the
         reservation id if the user wins."""
-        return self._run(_draw_ops.enter(self.key, user, qty, reqid))
+        return self._run(draw_ops.enter(self.key, user, qty, reqid))
 
     def commitment(self) -> Optional[str]:
         """INFO's `seed_commitment` (hex): what to publish before END, with
         the beacon's name when the sale declared one. None when the key is
         missing or not a draw sale."""
-        info = self._run(_draw_ops.draw_info(self.key))
+        info = self._run(draw_ops.draw_info(self.key))
         return None if info is None else info.seed_commitment
 
     def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
@@ -148,21 +149,21 @@ class Sale:
         the public value of the sale's declared beacon (required by the
         first DRAW of a sale that declared one, refused by one that did
         not; a later DRAW may repeat it)."""
-        return self._run(_draw_ops.draw(self.key, count, beacon_value))
+        return self._run(draw_ops.draw(self.key, count, beacon_value))
 
     def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT,
                  beacon_value: Optional[d.UserId] = None) -> Drawn:
         """DRAW until left_to_draw is 0, each call short (each with
         `beacon_value` when given) -> Drawn(winners made by these calls,
         remaining, 0)."""
-        return self._run(_draw_ops.draw_all(self.key, count, beacon_value))
+        return self._run(draw_ops.draw_all(self.key, count, beacon_value))
 
     def entrants(self, count: int = d.DEFAULT_PAGE) -> Iterator[Entrant]:
         """Every entrant (user, qty, result), in the order they entered,
         one ENTRANTS page of `count` per round trip."""
         cursor: Any = 0
         while True:
-            cursor, page = self._run(_draw_ops.entrants_page(self.key, cursor, count))
+            cursor, page = self._run(draw_ops.entrants_page(self.key, cursor, count))
             yield from page
             if cursor == '0':
                 return
@@ -176,7 +177,7 @@ class Sale:
         the draw seed, the winners, the stock. A Verdict, `.ok` only when
         verified; without `commitment` (or without `beacon_value` on a sale
         with a beacon) the best it gives is UNCHECKED."""
-        return self._run(_draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
+        return self._run(draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
                                           beacon_value=beacon_value))
 
 

@@ -9,8 +9,8 @@ default. A test marked `both_backends` (or a file with
 `pytestmark = pytest.mark.both_backends`) runs twice, `[module]` and
 `[functions]`: for `functions` the servers start without the module and get
 the Functions library (functions/seckill.lua) through
-`seckill.library.install`, what `python -m seckill functions install` runs;
-the client finds the backend by itself."""
+`seckill.library.install`, what `python -m seckill functions install` runs
+(seckill.testing starts them); the client finds the backend by itself."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ import time
 
 import pytest
 
-from seckill import library
+from seckill import testing
 from seckill.pipeline.reconciler import create_sale
 from seckill.pipeline.store import SaleConfig, open_store
-from seckill._servers import PostgresServer, RedisServer, free_port, module_path
+from seckill.testing import Cluster, PostgresServer, module_path
 
 KEY = 'sale:{t}'
 STREAM = 'sale:{t}:events'
@@ -63,21 +63,12 @@ def backend(request):
     return getattr(request, 'param', 'module')
 
 
-def install_library(client):
-    """The Functions library, as `python -m seckill functions install` loads it."""
-    action, _ = library.install(client)
-    assert action == 'load'
-
-
 def start_redis(backend, request, **kw):
-    """A RedisServer serving `backend`, started."""
-    if backend == 'functions':
-        srv = RedisServer(load_module=False, **kw).start()
-        c = srv.client()
-        install_library(c)
-        c.close()
-        return srv
-    return RedisServer(module=request.getfixturevalue('module'), **kw).start()
+    """A RedisServer serving `backend`, started (seckill.testing.start_redis:
+    for 'functions' the library is loaded as `python -m seckill functions
+    install` loads it)."""
+    module = request.getfixturevalue('module') if backend == 'module' else None
+    return testing.start_redis(backend, module=module, **kw)
 
 
 @pytest.fixture
@@ -94,48 +85,12 @@ def r(redis_server):
     c.close()
 
 
-def library_cluster(masters=3):
-    """A Cluster (tests/clusters.py) whose nodes run without the module and
-    have the Functions library, loaded into each node as it starts (a replica
-    added later gets it from its master too)."""
-    from clusters import Cluster
-
-    class LibraryCluster(Cluster):
-        def _node(self):
-            srv = RedisServer(load_module=False, port=free_port(cluster_bus=True), args=[
-                '--cluster-enabled', 'yes', '--cluster-node-timeout', str(self.node_timeout_ms),
-                '--cluster-replica-validity-factor', '0', '--cluster-require-full-coverage', 'no'])
-            self.nodes.append(srv)
-            srv.start()
-            c = srv.client()
-            install_library(c)
-            c.close()
-            return srv
-
-        def reserve_calls(self):
-            """FCALL calls per live master port: the library's functions
-            share that one counter (RESERVE, and the transfers' SEND and
-            RECV; INFO and GET are FCALL_RO)."""
-            out = {}
-            for n in self.nodes:
-                c = n.client()
-                if n.alive() and c.info('replication')['role'] == 'master':
-                    out[n.port] = int(c.info('commandstats').get('cmdstat_fcall', {}).get('calls', 0))
-                c.close()
-            return out
-
-    return LibraryCluster(masters, module='unused: the nodes load no module')
-
-
 @pytest.fixture(scope='module')
 def cluster(backend, request):
-    """Three masters (tests/clusters.py), one cluster per test module and
-    backend."""
-    if backend == 'functions':
-        c = library_cluster(3)
-    else:
-        from clusters import Cluster
-        c = Cluster(3, module=request.getfixturevalue('module'))
+    """Three masters (seckill.testing.Cluster) serving `backend`, one
+    cluster per test module and backend."""
+    module = request.getfixturevalue('module') if backend == 'module' else None
+    c = Cluster(3, module=module, backend=backend)
     yield c
     c.stop()
 

@@ -12,8 +12,8 @@ import redis
 
 import seckill
 from seckill import backend as be
-from seckill._servers import RedisServer
 from seckill.aio import Sale as AioSale
+from seckill.testing import RedisServer
 
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))), 'functions', 'seckill.lua')
@@ -88,7 +88,7 @@ def test_undeclared_and_parse_keys():
 
 def run_batch(commands, cache, answer):
     """Runs be.batch with `answer(step)` as the server: (replies, steps seen)."""
-    from seckill._io import drive
+    from seckill.plain.steps import drive
     seen = []
 
     def do(step):

@@ -37,7 +37,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PAGES = [os.path.join(ROOT, 'README.md')] + sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md')))

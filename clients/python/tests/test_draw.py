@@ -24,10 +24,10 @@ from seckill import Sale, SplitSale
 from seckill import __main__ as cli
 from seckill import draw as d
 from seckill import library
-from seckill._io import call
-from seckill._servers import RedisServer
 from seckill.aio import Sale as AioSale
 from seckill.faults import Crash, Faults
+from seckill.plain.steps import call
+from seckill.testing import RedisServer
 
 from test_draw_protocol import naive_digest, naive_winners
 from test_split_cluster import users_homed

@@ -19,12 +19,12 @@ from dataclasses import replace
 import pytest
 
 from seckill import __main__ as cli
-from seckill import _draw_ops
 from seckill import backend as be
 from seckill import draw as d
 from seckill import protocol as p
-from seckill._io import Call
 from seckill.draw import Entrant
+from seckill.ops import draw as draw_ops
+from seckill.plain.steps import Call
 
 SECRET = bytes(range(32))
 SECRET_HEX = SECRET.hex()
@@ -565,13 +565,13 @@ def run(op, replies):
 
 
 def test_draw_all_loops_until_complete():
-    res, sent = run(_draw_ops.draw_all('k', 2), [[2, 8, 5], [2, 6, 3], [0, 6, 1], [1, 5, 0]])
+    res, sent = run(draw_ops.draw_all('k', 2), [[2, 8, 5], [2, 6, 3], [0, 6, 1], [1, 5, 0]])
     assert res == d.Drawn(5, 5, 0)
     assert sent == [['SECKILL.DRAW', 'k', 'COUNT', 2]] * 4
     with pytest.raises(p.ProtocolError, match='no progress'):
-        run(_draw_ops.draw_all('k'), [[0, 8, 5], [0, 8, 5]])
+        run(draw_ops.draw_all('k'), [[0, 8, 5], [0, 8, 5]])
     # the beacon's value goes with every call (the server takes the same value again)
-    res, sent = run(_draw_ops.draw_all('k', 2, 'v 9'), [[2, 8, 5], [1, 7, 0]])
+    res, sent = run(draw_ops.draw_all('k', 2, 'v 9'), [[2, 8, 5], [1, 7, 0]])
     assert sent == [['SECKILL.DRAW', 'k', 'COUNT', 2, 'BEACON', 'v 9']] * 2
 
 
@@ -587,25 +587,25 @@ def test_entrants_pages_and_verify_op():
     rep = info_reply(info)
     flat = [[e.user, e.qty, e.result] for e in ents]
     pages = [['7', list(itertools.chain(*flat[:3]))], ['0', list(itertools.chain(*flat[3:]))]]
-    got, sent = run(_draw_ops.all_entrants('k', 3), pages)
+    got, sent = run(draw_ops.all_entrants('k', 3), pages)
     assert got == ents and [s[2] for s in sent] == [0, '7']
-    v, sent = run(_draw_ops.verify('k', 3, **published(info)), [rep] + pages + [rep])
+    v, sent = run(draw_ops.verify('k', 3, **published(info)), [rep] + pages + [rep])
     assert v.ok, v.message
     assert [s[0] for s in sent] == ['SECKILL.INFO', 'SECKILL.ENTRANTS', 'SECKILL.ENTRANTS',
                                     'SECKILL.INFO']
-    v, _ = run(_draw_ops.verify('k', 3), [rep] + pages + [rep])
+    v, _ = run(draw_ops.verify('k', 3), [rep] + pages + [rep])
     assert v.status == d.UNCHECKED
-    v, _ = run(_draw_ops.verify('k', 3, **dict(published(info), beacon_value='v 8')),
+    v, _ = run(draw_ops.verify('k', 3, **dict(published(info), beacon_value='v 8')),
                [rep] + pages + [rep])
     assert v.status == d.BAD_BEACON
     # replaced while the entrants were read
-    v, _ = run(_draw_ops.verify('k', 3), [rep] + pages + [report(seed=sha(b'x').hex(),
+    v, _ = run(draw_ops.verify('k', 3), [rep] + pages + [report(seed=sha(b'x').hex(),
                                                                   draw_stock=3)])
     assert v.status == d.IN_PROGRESS
     # not drawn: no page is read; a published commitment is still checked
-    v, sent = run(_draw_ops.verify('k'), [report()])
+    v, sent = run(draw_ops.verify('k'), [report()])
     assert v.status == d.NOT_DRAWN and len(sent) == 1
-    v, sent = run(_draw_ops.verify('k', commitment=sha(b'y').hex()), [report()])
+    v, sent = run(draw_ops.verify('k', commitment=sha(b'y').hex()), [report()])
     assert v.status == d.BAD_COMMITMENT and len(sent) == 1
 
 

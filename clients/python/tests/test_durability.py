@@ -17,7 +17,7 @@ from seckill.durability import Durability
 from seckill.pipeline.payment import pay
 from seckill.pipeline.reconciler import reconcile
 from seckill.pipeline.worker import NotReplicated, Worker
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 
 pytestmark = pytest.mark.both_backends   # the module and the Functions library (conftest)
 

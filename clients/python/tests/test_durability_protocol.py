@@ -1,14 +1,15 @@
 """The WAIT gate's rules, the fence's protocol and the Sentinel URL, without
-a server: seckill.durability, the gate operation of seckill._ops run step by
+a server: seckill.durability, the gate operation of seckill.ops.sale run step by
 step with the replies a server would give, seckill.connect's plain parts."""
 
 import pytest
 
-from seckill import _io, _ops
 from seckill import durability as dur
 from seckill import protocol as p
 from seckill.connect import parse_switch, parse_url, sentinel_url
 from seckill.draw import parse_entered
+from seckill.ops import sale as ops
+from seckill.plain import steps as plain_steps
 from seckill.split_protocol import key_slot
 
 
@@ -63,7 +64,7 @@ def run(op, answer):
     """Runs an operation, `answer(step)` standing in for the driver."""
     value, error, steps = None, None, []
     while True:
-        done, step = _io.advance(op, value, error)
+        done, step = plain_steps.advance(op, value, error)
         if done:
             return step, steps
         steps.append(step)
@@ -80,11 +81,11 @@ def answers(counts, acks):
     counts, acks = list(counts), list(acks)
 
     def answer(step):
-        if isinstance(step, _io.ReplicaInfo):
+        if isinstance(step, plain_steps.ReplicaInfo):
             if step.fresh or state.stale():
                 state.update(counts.pop(0))
             return state
-        assert isinstance(step, _io.OnNode)
+        assert isinstance(step, plain_steps.OnNode)
         out = []
         for c in step.commands:
             out.append(acks.pop(0) if c[0] == 'WAIT' else
@@ -94,38 +95,38 @@ def answers(counts, acks):
 
 
 def test_gate_rides_with_the_command_on_one_connection():
-    res, steps = run(_ops.reserve('sale:{1}', 'u', wait=dur.DEFAULT), answers([2], [2]))
+    res, steps = run(ops.reserve('sale:{1}', 'u', wait=dur.DEFAULT), answers([2], [2]))
     assert res == p.Reserved('RESERVED', 'r1', 9, replicated=True)
-    node = [s for s in steps if isinstance(s, _io.OnNode)]
+    node = [s for s in steps if isinstance(s, plain_steps.OnNode)]
     assert len(node) == 1 and [c[0] for c in node[0].commands] == \
         ['SECKILL.RESERVE', 'SET', 'WAIT'] and node[0].commands[2][1] == 2
 
 
 def test_gate_short_then_a_replica_left():
     # WAIT 2 answered 1: the count is read again; one replica left -> 1 is enough
-    gate, _ = run(_ops.wait('k', dur.DEFAULT), answers([2, 1], [1]))
+    gate, _ = run(ops.wait('k', dur.DEFAULT), answers([2, 1], [1]))
     assert gate == dur.Gate(1, 1) and gate.ok
     # both left: auto still wants 1 (sticky); a second WAIT 1 answers 0
-    gate, steps = run(_ops.wait('k', dur.DEFAULT), answers([2, 0], [0, 0]))
+    gate, steps = run(ops.wait('k', dur.DEFAULT), answers([2, 0], [0, 0]))
     assert gate == dur.Gate(0, 1) and not gate.ok
-    assert sum(isinstance(s, _io.OnNode) for s in steps) == 2
+    assert sum(isinstance(s, plain_steps.OnNode) for s in steps) == 2
 
 
 def test_no_replica_ever_no_wait():
-    res, steps = run(_ops.reserve('k', 'u', wait=dur.DEFAULT), answers([0], []))
+    res, steps = run(ops.reserve('k', 'u', wait=dur.DEFAULT), answers([0], []))
     assert res.replicated is True
     assert [c[0] for c in steps[-1].commands] == ['SECKILL.RESERVE']
 
 
 def test_an_error_reply_is_raised():
     def answer(step):
-        if isinstance(step, _io.ReplicaInfo):
+        if isinstance(step, plain_steps.ReplicaInfo):
             s = dur.ReplicaState()
             s.update(1)
             return s
         return [['RESERVED', 'r1', 9], RuntimeError('NOPERM'), 0]
     with pytest.raises(RuntimeError, match='NOPERM'):
-        run(_ops.reserve("k", "u", wait=dur.DEFAULT), answer)
+        run(ops.reserve("k", "u", wait=dur.DEFAULT), answer)
 
 
 def test_fence_protocol():

@@ -15,7 +15,7 @@ from seckill.durability import OFF
 from seckill.pipeline.payment import cancel_order, pay
 from seckill.pipeline.reconciler import RELEASE, RESTORE, reconcile
 from seckill.pipeline.worker import Worker, backlog
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 
 
 @pytest.fixture

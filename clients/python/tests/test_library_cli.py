@@ -12,7 +12,7 @@ import redis
 
 from seckill import library as lib
 from seckill.__main__ import main
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 
 CODE = open(lib.REPO_FILE).read()
 VERSION = lib.source_version(CODE)
@@ -93,7 +93,7 @@ def test_missing_library_file_points_at_file(monkeypatch):
 def test_one_line_errors(server, capsys):
     """No server, a wrong password, a missing right, no backend: one line
     on stderr with the fix, exit 2 (tracebacks only with --debug)."""
-    from seckill._servers import free_port
+    from seckill.testing import free_port
     c = server.client()
     c.execute_command('ACL', 'SETUSER', 'weak', 'reset', 'on', '>pw', '~sale:*', '+ping')
     c.close()

@@ -17,7 +17,7 @@ import subprocess
 import pytest
 import redis
 
-from seckill._servers import free_port
+from seckill.testing import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # The files a server of `make start` writes, by the CONFIG parameter naming them.

@@ -1,6 +1,6 @@
 """TRYAGAIN from the module on a real cluster: a sale whose stream key was
 migrated before the sale (MIGRATE-based resharding moves keys one by one).
-The client retries it (seckill._io.call): a RESERVE that starts in the
+The client retries it (seckill.plain.steps.call): a RESERVE that starts in the
 window and ends after it succeeds; one whose window stays open gives up
 after about a second with the TRYAGAIN error."""
 

@@ -20,7 +20,7 @@ import zipfile
 import pytest
 
 from seckill import library as lib
-from seckill._servers import RedisServer
+from seckill.testing import RedisServer
 
 CLIENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(CLIENT))

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import DB, KEY, fence_supported, make_sale, wait_for
 from seckill import Sale
-from seckill._servers import RedisServer, SentinelServer
 from seckill.connect import close_follower, connect
+from seckill.testing import RedisServer, SentinelServer
 
 SERVICE = 'shop'
 

@@ -26,10 +26,10 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from seckill import Sale, SoldOutCache, SplitSale
 from seckill import aio
 from seckill import split_protocol as sp
-from seckill._soldout_watch import shared_cache, watcher
+from seckill.drivers.soldout import shared_cache, watcher
 from seckill.soldout import RESTOCK, SOLDOUT, event_channel, keyspace_channel
+from seckill.testing import wait_until
 
-from clusters import wait_until
 from test_split_cluster import needs_send, new_name, users_homed
 
 KEY = 'sale:{so}'

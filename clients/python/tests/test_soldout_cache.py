@@ -7,10 +7,10 @@ listeners' plain bookkeeping."""
 
 import pytest
 
-from seckill import _ops
 from seckill import protocol as p
-from seckill._io import Call
-from seckill._soldout_watch import NodeSubscriptions, config_flags, dispatch
+from seckill.drivers.soldout import NodeSubscriptions, config_flags, dispatch
+from seckill.ops import sale as ops
+from seckill.plain.steps import Call
 from seckill.soldout import (RESTOCK, SOLDOUT, SoldOutCache, event_channel, key_channels,
                              keyevent_channels, keyspace_channel, notifications_deliver,
                              parse_message, subscribed_key)
@@ -319,33 +319,33 @@ def drive(op, replies):
 
 
 def test_flagged_reserve_sends_nothing(cache):
-    res, sent = drive(_ops.reserve('k', 'u1', flags=cache), [['SOLD_OUT', None, 0]])
+    res, sent = drive(ops.reserve('k', 'u1', flags=cache), [['SOLD_OUT', None, 0]])
     assert res.status == p.SOLD_OUT and len(sent) == 1 and cache.is_set('k')
-    res, sent = drive(_ops.reserve('k', 'u2', flags=cache), [])
+    res, sent = drive(ops.reserve('k', 'u2', flags=cache), [])
     assert res == p.Reserved(p.SOLD_OUT, None, 0) and sent == []
 
 
 def test_reserve_without_flags_is_unchanged(cache):
     cache.sold_out('k', cache.token('k'))
-    res, sent = drive(_ops.reserve('k', 'u1'), [['RESERVED', 'r1', 0]])
+    res, sent = drive(ops.reserve('k', 'u1'), [['RESERVED', 'r1', 0]])
     assert res.status == p.RESERVED and len(sent) == 1
 
 
 def test_lost_reply_retry_reaches_redis_and_answers_duplicate(cache):
     from redis.exceptions import ConnectionError as RedisConnectionError
     with pytest.raises(RedisConnectionError):
-        drive(_ops.reserve('k', 'u1', reqid='o1', flags=cache), [RedisConnectionError('lost')])
+        drive(ops.reserve('k', 'u1', reqid='o1', flags=cache), [RedisConnectionError('lost')])
     cache.sold_out('k', cache.token('k'))   # the lost call took the last unit: Redis says so
-    res, sent = drive(_ops.reserve('k', 'u9', reqid='o9', flags=cache), [])
+    res, sent = drive(ops.reserve('k', 'u9', reqid='o9', flags=cache), [])
     assert res.status == p.SOLD_OUT and sent == []
-    res, sent = drive(_ops.reserve('k', 'u1', reqid='o1', flags=cache), [['DUPLICATE', 'o1', 0]])
+    res, sent = drive(ops.reserve('k', 'u1', reqid='o1', flags=cache), [['DUPLICATE', 'o1', 0]])
     assert res.status == p.DUPLICATE and res.rid == 'o1' and len(sent) == 1
     assert not cache.retrying('o1')
 
 
 def test_release_reply_with_stock_clears(cache):
     cache.sold_out('k', cache.token('k'))
-    res, _ = drive(_ops.release('k', 'r1', flags=cache), [['RELEASED', 1]])
+    res, _ = drive(ops.release('k', 'r1', flags=cache), [['RELEASED', 1]])
     assert res.status == p.RELEASED and not cache.is_set('k')
 
 

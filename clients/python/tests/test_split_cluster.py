@@ -19,14 +19,13 @@ import time
 import pytest
 import redis
 
-from seckill import SplitSale, _io
-from seckill._driver import Driver
+from seckill import SplitSale
 from seckill import split_protocol as sp
-from seckill._servers import RedisServer, module_path
+from seckill.drivers.sync import Driver
 from seckill.faults import Crash, Faults
+from seckill.plain import steps as plain_steps
 from seckill.split import OrphanKeys, RecoverError
-
-from clusters import Cluster, wait_until
+from seckill.testing import Cluster, RedisServer, module_path, wait_until
 
 
 def send_supported() -> bool:
@@ -48,7 +47,7 @@ def cmd(client, *args):
     """One SECKILL.X command as the client's backend takes it (the module's
     command, or the library's FCALL: seckill.backend), its raw reply."""
     def op():
-        return (yield _io.Call(list(args)))
+        return (yield plain_steps.Call(list(args)))
     return Driver(client).run(op())
 
 

@@ -1,4 +1,4 @@
-"""TRYAGAIN without a server: the one retry (seckill._io.call), its bounded
+"""TRYAGAIN without a server: the one retry (seckill.plain.steps.call), its bounded
 backoff, and that Sale and SplitSale calls go through it; other errors are
 not retried."""
 
@@ -8,8 +8,9 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ClusterError, ResponseError, TryAgainError
 
-from seckill import Sale, SplitSale, _io
+from seckill import Sale, SplitSale
 from seckill import split_protocol as sp
+from seckill.plain import steps as plain_steps
 
 STREAM_AWAY = "the sale's STREAM key is not on this node (slot migration in progress?); retry later"
 
@@ -37,30 +38,30 @@ class Scripted:
 
 
 def test_call_backoff_is_bounded_to_about_a_second():
-    op = _io.call(['SECKILL.RESERVE', 'k', 'u'])
+    op = plain_steps.call(['SECKILL.RESERVE', 'k', 'u'])
     steps = [op.send(None)]
     while True:
         step = steps[-1]
         try:
-            if isinstance(step, _io.Call):
+            if isinstance(step, plain_steps.Call):
                 steps.append(op.throw(TryAgainError(STREAM_AWAY)))
             else:
                 steps.append(op.send(None))
         except TryAgainError as exc:      # the last try's error goes to the caller
             assert STREAM_AWAY in str(exc)
             break
-    calls = [s for s in steps if isinstance(s, _io.Call)]
-    sleeps = [s.seconds for s in steps if isinstance(s, _io.Sleep)]
-    assert len(calls) == len(_io.TRYAGAIN_DELAYS) + 1 == 6
-    assert sleeps == list(_io.TRYAGAIN_DELAYS) and sleeps == sorted(sleeps)
+    calls = [s for s in steps if isinstance(s, plain_steps.Call)]
+    sleeps = [s.seconds for s in steps if isinstance(s, plain_steps.Sleep)]
+    assert len(calls) == len(plain_steps.TRYAGAIN_DELAYS) + 1 == 6
+    assert sleeps == list(plain_steps.TRYAGAIN_DELAYS) and sleeps == sorted(sleeps)
     assert sum(sleeps) == pytest.approx(1.0)
 
 
 def test_call_returns_the_reply_after_tryagain():
-    op = _io.call(['PING'])
-    assert op.send(None) == _io.Call(['PING'])
-    assert op.throw(ResponseError('TRYAGAIN Multiple keys request during rehashing')) == _io.Sleep(0.05)
-    assert op.send(None) == _io.Call(['PING'])
+    op = plain_steps.call(['PING'])
+    assert op.send(None) == plain_steps.Call(['PING'])
+    assert op.throw(ResponseError('TRYAGAIN Multiple keys request during rehashing')) == plain_steps.Sleep(0.05)
+    assert op.send(None) == plain_steps.Call(['PING'])
     with pytest.raises(StopIteration) as stop:
         op.send('PONG')
     assert stop.value.value == 'PONG'
@@ -77,7 +78,7 @@ def test_sale_retries_tryagain_then_reserves():
 
 
 def test_sale_gives_up_after_the_last_try(monkeypatch):
-    monkeypatch.setattr(_io, 'TRYAGAIN_DELAYS', (0.0, 0.0, 0.0))
+    monkeypatch.setattr(plain_steps, 'TRYAGAIN_DELAYS', (0.0, 0.0, 0.0))
     r = Scripted(seckill_release=[TryAgainError(STREAM_AWAY)])
     with pytest.raises(TryAgainError):
         Sale(r, 'sale:{m}').release('o1')
@@ -110,12 +111,12 @@ def test_a_cluster_clients_own_retries_count_against_the_budget(monkeypatch):
     """RedisCluster retries TRYAGAIN itself (~0.4 s) and raises ClusterError
     ('TTL exhausted.'): retried too, but no wait may end past the budget."""
     clock = [100.0]
-    monkeypatch.setattr(_io, 'monotonic', lambda: clock[0])
-    op = _io.call(['SECKILL.RESERVE', 'k', 'u'])
+    monkeypatch.setattr(plain_steps, 'monotonic', lambda: clock[0])
+    op = plain_steps.call(['SECKILL.RESERVE', 'k', 'u'])
     step, calls, sleeps = op.send(None), 0, []
     with pytest.raises(ClusterError, match='TTL exhausted'):
         while True:
-            if isinstance(step, _io.Call):
+            if isinstance(step, plain_steps.Call):
                 calls += 1
                 clock[0] += 0.41                  # the cluster client's own 16 tries
                 step = op.throw(ClusterError('TTL exhausted.'))
@@ -124,8 +125,8 @@ def test_a_cluster_clients_own_retries_count_against_the_budget(monkeypatch):
                 clock[0] += step.seconds
                 step = op.send(None)
     assert calls == 3 and sleeps == [0.05, 0.1]
-    assert clock[0] - 100.0 <= _io.TRYAGAIN_BUDGET
-    other = _io.call(['GET', 'k'])
+    assert clock[0] - 100.0 <= plain_steps.TRYAGAIN_BUDGET
+    other = plain_steps.call(['GET', 'k'])
     other.send(None)
     with pytest.raises(ClusterError, match='Cluster mode'):   # any other ClusterError: at once
         other.throw(ClusterError('Cluster mode is not enabled on this node'))

@@ -1,9 +1,9 @@
 """`seckill.aio`: Sale and SplitSale for redis.asyncio (FastAPI, aiohttp).
 
 The same operations as seckill.Sale and seckill.SplitSale, awaited: both
-run the one set of operations (seckill._ops for a sale key, seckill.split.
+run the one set of operations (seckill.ops.sale for a sale key, seckill.split.
 core for a split sale, over the plain protocol functions); this package
-only adds a driver that awaits their steps (seckill.aio._driver).
+only adds a driver that awaits their steps (seckill.drivers.aio).
 
     import redis.asyncio as redis
     from seckill.aio import Sale, SplitSale
@@ -29,19 +29,20 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .. import _draw_ops, _ops
-from .. import durability as dur
-from .. import draw as d
-from .. import protocol as p
-from .. import split_protocol as sp
-from .._io import NodeName, one
-from ..draw import Drawn, Entered, Entrant, Verdict
-from ..protocol import ReconcileResult, Reserved, SaleMissing, Settled
+from ..drivers.aio import AsyncDriver
+from ..drivers.aio_soldout import watcher
+from ..drivers.soldout import resolve
+from ..ops import draw as draw_ops
+from ..ops import sale as ops
+from ..plain import draw as d
+from ..plain import durability as dur
+from ..plain import protocol as p
+from ..plain import split_protocol as sp
+from ..plain.draw import Drawn, Entered, Entrant, Verdict
+from ..plain.protocol import ReconcileResult, Reserved, SaleMissing, Settled
+from ..plain.steps import NodeName, one
 from ..split import OrphanKeys, RecoverError, StaleRound
-from .._soldout_watch import resolve
 from ..split.core import SplitSaleBase
-from ._driver import AsyncDriver
-from ._soldout_watch import watcher
 
 
 class Sale:
@@ -75,7 +76,7 @@ class Sale:
                    replace: bool = False, split: Optional[Sequence[Any]] = None,
                    draw: bool = False, fence: bool = False,
                    beacon: Optional[d.UserId] = None) -> bool:
-        return await self._run(_ops.init(
+        return await self._run(ops.init(
             self.key, total, shards=shards, limit=limit, hold_ms=hold_ms, start_ms=start_ms,
             end_ms=end_ms, ttl_s=ttl_s, stream=stream, maxlen=maxlen, replace=replace,
             split=split, draw=draw, fence=fence, beacon=beacon))
@@ -86,62 +87,62 @@ class Sale:
                       wait: Any = None) -> Reserved:
         """seckill.Sale.reserve, awaited (`wait`: Reserved.replicated)."""
         self._watch()
-        return await self._run(_ops.reserve(self.key, user, qty, reqid, self.soldout,
+        return await self._run(ops.reserve(self.key, user, qty, reqid, self.soldout,
                                             wait=dur.resolve(wait)))
 
     async def release(self, rid: str) -> Settled:
         self._watch()
-        return await self._run(_ops.release(self.key, rid, self.soldout))
+        return await self._run(ops.release(self.key, rid, self.soldout))
 
     async def confirm(self, rid: str, *, wait: Any = None) -> Settled:
         """SECKILL.CONFIRM -> Settled(status, remaining); `wait` as reserve's
         (Settled.replicated)."""
         self._watch()
-        return await self._run(_ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
+        return await self._run(ops.confirm(self.key, rid, self.soldout, wait=dur.resolve(wait)))
 
     async def wait(self, durability: Any = True) -> dur.Gate:
         """seckill.Sale.wait, awaited."""
-        return await self._run(_ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
+        return await self._run(ops.wait(self.key, dur.resolve(durability) or dur.DEFAULT))
 
     async def unfence(self) -> str:
         """seckill.Sale.unfence, awaited."""
-        return await self._run(_ops.unfence(self.key))
+        return await self._run(ops.unfence(self.key))
 
     async def info(self) -> Optional[Dict[str, Any]]:
-        return await self._run(_ops.info(self.key))
+        return await self._run(ops.info(self.key))
 
     async def get(self, rid: str) -> Optional[Dict[str, Any]]:
-        return await self._run(_ops.get(self.key, rid))
+        return await self._run(ops.get(self.key, rid))
 
     async def reconcile(self, orders: Iterable[Any] = (), apply: bool = False,
                         expire: bool = False, chunk_size: int = p.DEFAULT_CHUNK) -> ReconcileResult:
-        return await self._run(_ops.reconcile(self.key, orders, apply=apply, expire=expire,
+        return await self._run(ops.reconcile(self.key, orders, apply=apply, expire=expire,
                                               chunk_size=chunk_size))
 
     async def server_ms(self) -> int:
-        return await self._run(_ops.server_ms())
+        return await self._run(ops.server_ms())
 
     async def enter(self, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Entered:
-        return await self._run(_draw_ops.enter(self.key, user, qty, reqid))
+        return await self._run(draw_ops.enter(self.key, user, qty, reqid))
 
     async def commitment(self) -> Optional[str]:
-        info = await self._run(_draw_ops.draw_info(self.key))
+        info = await self._run(draw_ops.draw_info(self.key))
         return None if info is None else info.seed_commitment
 
     async def draw(self, count: int = d.DEFAULT_DRAW_COUNT,
                    beacon_value: Optional[d.UserId] = None) -> Drawn:
-        return await self._run(_draw_ops.draw(self.key, count, beacon_value))
+        return await self._run(draw_ops.draw(self.key, count, beacon_value))
 
     async def draw_all(self, count: int = d.DEFAULT_DRAW_COUNT,
                        beacon_value: Optional[d.UserId] = None) -> Drawn:
-        return await self._run(_draw_ops.draw_all(self.key, count, beacon_value))
+        return await self._run(draw_ops.draw_all(self.key, count, beacon_value))
 
     async def entrants(self, count: int = d.DEFAULT_PAGE) -> AsyncIterator[Entrant]:
         """`async for e in sale.entrants(): ...`, one ENTRANTS page per
         round trip."""
         cursor: Any = 0
         while True:
-            cursor, page = await self._run(_draw_ops.entrants_page(self.key, cursor, count))
+            cursor, page = await self._run(draw_ops.entrants_page(self.key, cursor, count))
             for e in page:
                 yield e
             if cursor == '0':
@@ -150,7 +151,7 @@ class Sale:
     async def verify_draw(self, commitment: Optional[str] = None,
                           beacon: Optional[d.UserId] = None,
                           beacon_value: Optional[d.UserId] = None) -> Verdict:
-        return await self._run(_draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
+        return await self._run(draw_ops.verify(self.key, commitment=commitment, beacon=beacon,
                                                 beacon_value=beacon_value))
 
 

@@ -9,8 +9,7 @@ order database -> pay or time out -> reconcile.
 
 from .payment import PayResult, cancel_order, pay
 from .reconciler import Outcome, create_sale, rebuild, reconcile
-from .store import (CANCELLED, PAID, UNPAID, Order, SaleConfig, Store, StoreUnavailable,
-                    open_store)
+from .store import CANCELLED, PAID, UNPAID, Order, SaleConfig, Store, StoreUnavailable, open_store
 from .worker import Worker, backlog, ensure_group
 
 __all__ = ['PayResult', 'cancel_order', 'pay', 'Outcome', 'create_sale', 'rebuild', 'reconcile',

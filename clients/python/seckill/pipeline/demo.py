@@ -23,15 +23,15 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..protocol import FENCED, LIMIT, RESERVED, SOLD_OUT
+from ..drivers.connect import close_follower, connect
+from ..plain.protocol import FENCED, LIMIT, RESERVED, SOLD_OUT
 from ..sale import Sale
-from .._servers import PostgresServer, RedisServer
-from ..connect import close_follower, connect
+from ..testing.servers import PostgresServer, RedisServer
+from .demo_report import ledger_check, report_lines, worker_totals, write_chart, write_report
+from .demo_types import DemoConfig, Tally
 from .payment import OUT_PAID, OUT_RETRY, cancel_order, pay
 from .reconciler import create_sale, reconcile
 from .store import CANCELLED, PAID, UNPAID, SaleConfig, open_store
-from .demo_report import ledger_check, report_lines, worker_totals, write_chart, write_report
-from .demo_types import DemoConfig, Tally
 from .worker import backlog
 
 SALE_KEY = 'sale:{demo}'

@@ -68,10 +68,10 @@ import logging
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import durability as dur
-from ..errors import transient
-from ..faults import NONE, Faults
-from ..protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
+from ..plain import durability as dur
+from ..plain.errors import transient
+from ..plain.faults import NONE, Faults
+from ..plain.protocol import ALREADY_CONFIRMED, ALREADY_RELEASED, CONFIRMED, NOT_FOUND, RELEASED
 from ..sale import Sale, SaleMissing
 from .store import CANCELLED, PAID, UNPAID, Order, Store, StoreUnavailable
 

@@ -60,13 +60,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import redis
 
 from .. import backend as be
-from .. import durability as dur
-from .. import protocol as p
-from .._driver import Driver
-from ..protocol import (DUPLICATE, FENCED, RELEASED, ALREADY_RELEASED, RESERVED, UNFENCED,
-                        ReconcileResult, text)
+from ..drivers.sync import Driver
+from ..plain import durability as dur
+from ..plain import protocol as p
+from ..plain.protocol import (DUPLICATE, FENCED, RELEASED, ALREADY_RELEASED, RESERVED, UNFENCED,
+                              ReconcileResult, text)
+from ..plain.split_protocol import hash_tag, key_slot
 from ..sale import Sale, SaleMissing
-from ..split_protocol import hash_tag, key_slot
 from .store import CANCELLED, PAID, UNPAID, Order, SaleConfig, Store
 from .worker import DEFAULT_GROUP, ensure_group
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 from urllib.parse import parse_qs
 
-from ..protocol import Event
+from ..plain.protocol import Event
 
 UNPAID, PAID, CANCELLED = 'UNPAID', 'PAID', 'CANCELLED'
 STATES = (UNPAID, PAID, CANCELLED)

@@ -44,13 +44,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from redis.exceptions import ResponseError
 
-from .. import _io, _ops
 from .. import backend as be
-from .. import durability as dur
-from .._driver import Driver
-from ..errors import transient
-from ..faults import NONE, Faults
-from ..protocol import Event, parse_entry, text
+from ..drivers.sync import Driver
+from ..ops import sale as ops
+from ..plain import durability as dur
+from ..plain import steps
+from ..plain.errors import transient
+from ..plain.faults import NONE, Faults
+from ..plain.protocol import Event, parse_entry, text
 from .retry import Backoff
 from .store import ApplyStats, SaleConfig, Store, StoreUnavailable
 
@@ -338,7 +339,7 @@ class Worker:
         """The WAIT gate before a commit (the module docstring)."""
         if self.durability.off:
             return
-        gate = self._driver.run(_ops.wait(stream, self.durability))
+        gate = self._driver.run(ops.wait(stream, self.durability))
         if not gate.ok:
             raise NotReplicated('%d entries of %s: WAIT reached %d of %d replicas in %d ms; '
                                 'nothing committed' % (n, stream, gate.acked, gate.need,
@@ -377,11 +378,11 @@ def parse_expired(reply: Any) -> Tuple[int, bool]:
     return int(reply[0]), int(reply[1]) == 1
 
 
-def _expire_op(key: str, count: int) -> _io.Steps:
+def _expire_op(key: str, count: int) -> steps.Steps:
     """SECKILL.EXPIRE key count: the library's seckill_expire (the driver of
     a 'functions' client sends it as FCALL seckill_expire n key [keys...]
     count): (released, more)."""
-    return parse_expired((yield _io.Call(['SECKILL.EXPIRE', key, count])))
+    return parse_expired((yield steps.Call(['SECKILL.EXPIRE', key, count])))
 
 
 def _pairs_entries(entries: Any) -> List[Tuple[str, Any]]:

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .. import draw as d
-from .. import protocol as p
-from .. import split_protocol as sp
-from .._driver import Driver
-from .._io import NodeName, one
-from .._soldout_watch import watcher
-from ..split_audit import RecoverError
-from ..split_protocol import StaleRound
+from ..drivers.soldout import watcher
+from ..drivers.sync import Driver
+from ..plain import draw as d
+from ..plain import protocol as p
+from ..plain import split_protocol as sp
+from ..plain.split_audit import RecoverError
+from ..plain.split_protocol import StaleRound
+from ..plain.steps import NodeName, one
 from .core import SplitCore, SplitSaleBase
 from .reserve import MAX_ATTEMPTS
 from .topology import OrphanKeys

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Dict, Mapping, Optional, Tuple
 
-from .. import split_audit as sa
-from .. import split_protocol as sp
-from .._io import NodeName, Replicas, Steps
-from ..split_protocol import StaleRound
+from ..plain import split_audit as sa
+from ..plain import split_protocol as sp
+from ..plain.split_protocol import StaleRound
+from ..plain.steps import NodeName, Replicas, Steps
 from .state import SplitState, read_states
 from .topology import Topology
 from .transfers import Transfers

@@ -1,5 +1,5 @@
 """One split sale's client logic, composed of its concerns, every
-operation a generator of seckill._io steps: the sync `SplitSale`
+operation a generator of seckill.plain.steps steps: the sync `SplitSale`
 (seckill.split) and the async one (seckill.aio) each hold a SplitCore and
 only execute its steps, so the decisions exist once.
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Iterable, List, Optional
 
-from .. import _ops
-from .. import protocol as p
-from .._io import Refresh, Steps
-from .._soldout_watch import resolve
+from ..drivers.soldout import resolve
+from ..ops import sale as ops
+from ..plain import protocol as p
+from ..plain.steps import Refresh, Steps
 from .audit import Auditor
 from .draw import Drawer
 from .reconcile import Reconciler
@@ -67,7 +67,7 @@ class SplitCore:
     def release(self, user: str, rid: str) -> Steps:
         home = yield from self._home(user)
         token = self.state.flag_token()
-        res = yield from _ops.release(home, rid)
+        res = yield from ops.release(home, rid)
         if res.remaining > 0:          # a RELEASE that returned stock, or stock left
             self.state.in_stock(token)
         return res.status
@@ -75,13 +75,13 @@ class SplitCore:
     def confirm(self, user: str, rid: str) -> Steps:
         home = yield from self._home(user)
         token = self.state.flag_token()
-        res = yield from _ops.confirm(home, rid)
+        res = yield from ops.confirm(home, rid)
         if res.remaining > 0:
             self.state.in_stock(token)
         return res.status
 
     def get(self, user: str, rid: str) -> Steps:
-        return (yield from _ops.get((yield from self._home(user)), rid))
+        return (yield from ops.get((yield from self._home(user)), rid))
 
     def info(self) -> Steps:
         return self.auditor.info()

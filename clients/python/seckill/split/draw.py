@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from .. import _draw_ops, _ops
-from .. import draw as d
-from .. import protocol as p
-from .. import split_protocol as sp
-from .._io import Round, Steps, call
+from ..ops import draw as draw_ops
+from ..ops import sale as ops
+from ..plain import draw as d
+from ..plain import protocol as p
+from ..plain import split_protocol as sp
+from ..plain.steps import Round, Steps, call
 from .parts import Parts
 from .reserve import MAX_ATTEMPTS
 from .topology import DRAW_END_FIELD
@@ -40,7 +41,7 @@ class Drawer(Parts):
             lay = yield from self.topology.layout()
         except LookupError:
             return d.Entered(d.NO_SALE, 0)
-        return (yield from _draw_ops.enter(lay.home(p.text(user)), user, qty, reqid))
+        return (yield from draw_ops.enter(lay.home(p.text(user)), user, qty, reqid))
 
     def draw(self, count: int = d.DEFAULT_DRAW_COUNT, beacon_value: Any = None) -> Steps:
         """See SplitSale.draw."""
@@ -63,7 +64,7 @@ class Drawer(Parts):
         if not any(i.started for i in infos.values()):
             # before END entrants still come: a plan now would weigh too few of them
             end = yield from call(['HGET', sp.layout_key(lay.name), DRAW_END_FIELD])
-            now = yield from _ops.server_ms()
+            now = yield from ops.server_ms()
             if end is not None and now < int(p.text(end)):
                 raise d.RegistrationOpen('split sale %r: registration is open until END (%d, '
                                          'the server says %d): draw() runs after it'
@@ -174,7 +175,7 @@ class Drawer(Parts):
                 verdicts.append(d.Verdict(d.BAD_COMMITMENT, 'no published commitment for this '
                                           'part', key=k, check='commitment'))
                 continue
-            verdicts.append((yield from _draw_ops.verify(
+            verdicts.append((yield from draw_ops.verify(
                 k, commitment=None if commitments is None else commitments[k],
                 beacon=beacon, beacon_value=beacon_value)))
         return d.verify_split(lay.name, lay.round, verdicts, commitments)
@@ -191,7 +192,7 @@ class Drawer(Parts):
         number of parts, the part's key)."""
         lay = yield from self.topology.layout()
         key = lay.parts[part]
-        nxt, page = yield from _draw_ops.entrants_page(key, cursor, count)
+        nxt, page = yield from draw_ops.entrants_page(key, cursor, count)
         return nxt, page, len(lay.parts), key
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Dict, List
 
-from .. import _ops
-from .. import protocol as p
-from .. import split_protocol as sp
-from .._io import Steps
+from ..ops import sale as ops
+from ..plain import protocol as p
+from ..plain import split_protocol as sp
+from ..plain.steps import Steps
 from .parts import Parts
 from .reserve import MAX_ATTEMPTS
 
@@ -34,14 +34,14 @@ class Reconciler(Parts):
         borrowed = 0
         for key, rows in groups.items():
             if apply and rows:
-                first = yield from _ops.reconcile(key, rows, apply=False, chunk_size=chunk_size)
+                first = yield from ops.reconcile(key, rows, apply=False, chunk_size=chunk_size)
                 merged = dict(first.report or {})
                 for c in ('released', 'unknown'):
                     merged['orders_%s_ids' % c] = first.ids[c]
                 short = sp.shortfall(merged, rows)
                 if short:
                     borrowed += yield from self.bring_home(lay, key, short)
-            results[key] = yield from _ops.reconcile(key, rows, apply=apply,
+            results[key] = yield from ops.reconcile(key, rows, apply=apply,
                                                      chunk_size=chunk_size)
         out = sp.merge_parts(results)
         out['borrowed'] = borrowed

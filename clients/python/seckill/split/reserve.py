@@ -10,11 +10,11 @@ import time
 from collections import Counter
 from typing import Callable, Optional
 
-from .. import _ops
-from .. import protocol as p
-from .. import split_protocol as sp
-from .._io import Locked, Steps
-from ..split_protocol import StaleRound
+from ..ops import sale as ops
+from ..plain import protocol as p
+from ..plain import split_protocol as sp
+from ..plain.split_protocol import StaleRound
+from ..plain.steps import Locked, Steps
 from .parts import Parts
 
 MAX_ATTEMPTS = 16        # slow-path rounds of one reserve before it gives up
@@ -59,7 +59,7 @@ class Reserver(Parts):
 
         def again() -> Steps:
             token = s.flag_token()
-            res = yield from _ops.reserve(home, user, qty, reqid)
+            res = yield from ops.reserve(home, user, qty, reqid)
             if res.status == p.RESERVED or res.remaining > 0:
                 s.in_stock(token)
             return res

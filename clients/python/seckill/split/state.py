@@ -8,14 +8,14 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional, Set, Tuple
 
-from .. import protocol as p
-from .. import split_audit as sa
-from .. import split_protocol as sp
-from .._io import Round, Steps
-from ..faults import NONE
+from ..plain import protocol as p
+from ..plain import split_audit as sa
+from ..plain import split_protocol as sp
+from ..plain.faults import NONE
+from ..plain.steps import Round, Steps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..soldout import SoldOutCache
+    from ..plain.soldout import SoldOutCache
 
 
 class SplitState:

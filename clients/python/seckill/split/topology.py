@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from .. import _ops
-from .. import split_audit as sa
-from .. import split_protocol as sp
-from .._io import Masters, Steps, call, pairs_dict
-from ..split_protocol import StaleRound
+from ..ops import sale as ops
+from ..plain import split_audit as sa
+from ..plain import split_protocol as sp
+from ..plain.split_protocol import StaleRound
+from ..plain.steps import Masters, Steps, call, pairs_dict
 from .state import SplitState, read_states
 
 
@@ -107,7 +107,7 @@ class Topology:
                 raise OrphanKeys(name, old_keys)
         self.s.fault('create_checked')
         common = dict(start_ms=start_ms, end_ms=end_ms, ttl_s=ttl_s, replace=replace)
-        created = yield from _ops.init(lay.pool, lay.initial[0], split=lay.split_args(lay.pool),
+        created = yield from ops.init(lay.pool, lay.initial[0], split=lay.split_args(lay.pool),
                                        **common)
         if not created:
             # Another create got between our check and this INIT: its pool
@@ -118,7 +118,7 @@ class Topology:
                                    '(pool %s: %s)' % (name, lay.pool, st and st.report))
             lay = dataclasses.replace(lay, round=st.round)
         for i, key in enumerate(lay.parts):
-            if not (yield from _ops.init(key, lay.initial[1 + i], limit=limit,
+            if not (yield from ops.init(key, lay.initial[1 + i], limit=limit,
                                          hold_ms=hold_ms or None,
                                          stream=lay.streams[i] if stream else None,
                                          split=lay.split_args(key), draw=draw,

@@ -12,10 +12,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from redis.exceptions import ResponseError
 
-from .. import split_protocol as sp
-from .._io import OnNode, Refresh, Replicas, Sleep, Steps
-from ..errors import transient
-from ..split_protocol import StaleRound
+from ..plain import split_protocol as sp
+from ..plain.errors import transient
+from ..plain.split_protocol import StaleRound
+from ..plain.steps import OnNode, Refresh, Replicas, Sleep, Steps
 from .state import SplitState, read_states
 
 NODE_ATTEMPTS = 4        # tries of one idempotent write on its node

@@ -1,4 +1,4 @@
-"""A draw sale's operations as steps (seckill._io): ENTER, DRAW (one call,
+"""A draw sale's operations as steps (seckill.plain.steps): ENTER, DRAW (one call,
 or repeated until the draw is complete), a page of ENTRANTS, and the
 verification of a draw (INFO, every page of ENTRANTS, then
 seckill.draw.verify). `Sale`, `SplitSale` and their seckill.aio versions
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from . import draw as d
-from . import protocol as p
-from ._io import Steps, call
-from .draw import Drawn, Entrant
+from ..plain import draw as d
+from ..plain import protocol as p
+from ..plain.draw import Drawn, Entrant
+from ..plain.steps import Steps, call
 
 
 def enter(key: str, user: d.UserId, qty: int = 1, reqid: Optional[str] = None) -> Steps:

@@ -1,4 +1,4 @@
-"""The sync driver: executes the steps of seckill._io with a redis-py client
+"""The sync driver: executes the steps of seckill.plain.steps with a redis-py client
 (redis.Redis, or redis.cluster.RedisCluster). Sale and SplitSale run every
 operation through it; it holds what belongs to the connection rather than
 to the protocol: the cluster's slot map, a plain server's replica count,
@@ -10,10 +10,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, Hashable, List
 
-from . import _io
-from . import backend as be
-from . import durability as dur
-from .split_protocol import key_slot
+from .. import backend as be
+from ..plain import durability as dur
+from ..plain import steps
+from ..plain.split_protocol import key_slot
 
 try:  # redis-py >= 4.1
     from redis.cluster import RedisCluster
@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
 
 
 class Driver:
-    """Runs operations (generators of seckill._io steps) on `client`.
+    """Runs operations (generators of seckill.plain.steps steps) on `client`.
     Thread-safe as redis-py's clients are: many threads may run operations
     on one driver at once."""
 
@@ -36,22 +36,22 @@ class Driver:
         self._locks: Dict[Hashable, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def run(self, op: _io.Steps) -> Any:
+    def run(self, op: steps.Steps) -> Any:
         """Executes `op` step by step; returns its result or raises its error.
         A step's error is thrown into the operation where it yielded."""
-        return _io.drive(op, lambda step: _DO[type(step)](self, step), BaseException)
+        return steps.drive(op, lambda step: _DO[type(step)](self, step), BaseException)
 
     def _resolve(self, key: Any = None) -> str:
         if self.backend is None:
             scope = be.scope(self.r)
             found = getattr(scope, be.CACHE_ATTR, None)
             if found is None:
-                found = _io.drive(be.detect(key), self._probe)
+                found = steps.drive(be.detect(key), self._probe)
                 setattr(scope, be.CACHE_ATTR, found)
             self.backend = found
         return self.backend
 
-    def _probe(self, step: _io.Call) -> Any:
+    def _probe(self, step: steps.Call) -> Any:
         # a cluster: one master answers the keyless module probe
         kw = ({'target_nodes': self.r.get_default_node()}
               if self.cluster and step.args == be.MODULE_PROBE else {})
@@ -65,7 +65,7 @@ class Driver:
         key = _first_key(commands)      # none: nothing to translate, no need to know
         if key is None or self._resolve(key) != be.FUNCTIONS:
             return None
-        return _io.drive(be.batch(commands, be.keys_of(be.scope(self.r))),
+        return steps.drive(be.batch(commands, be.keys_of(be.scope(self.r))),
                          lambda step: send(step.commands) if isinstance(step, be.Batch)
                          else self.r.execute_command(*step.args))
 
@@ -78,7 +78,7 @@ class Driver:
                 out.append(exc)
         return out
 
-    def _call(self, step: _io.Call) -> Any:
+    def _call(self, step: steps.Call) -> Any:
         replies = self._library([step.args], self._each)
         if replies is None:
             return self.r.execute_command(*step.args)
@@ -91,7 +91,7 @@ class Driver:
             pipe.execute_command(*c)
         return pipe.execute(raise_on_error=raise_on_error)
 
-    def _round(self, step: _io.Round) -> List[Any]:
+    def _round(self, step: steps.Round) -> List[Any]:
         if not step.commands:
             return []
         replies = self._library(step.commands, lambda c: self._pipelined(self.r, c, False))
@@ -99,22 +99,22 @@ class Driver:
             return self._pipelined(self.r, step.commands, True)
         return _raised(replies)
 
-    def _on_node(self, step: _io.OnNode) -> List[Any]:
+    def _on_node(self, step: steps.OnNode) -> List[Any]:
         client = (self.r.get_redis_connection(self.r.get_node_from_key(step.key))
                   if self.cluster else self.r)
         replies = self._library(step.commands, lambda c: self._pipelined(client, c, False))
         return self._pipelined(client, step.commands, False) if replies is None else replies
 
-    def _sleep(self, step: _io.Sleep) -> None:
+    def _sleep(self, step: steps.Sleep) -> None:
         time.sleep(step.seconds)
 
-    def _refresh(self, step: _io.Refresh) -> None:
+    def _refresh(self, step: steps.Refresh) -> None:
         if self.cluster:
             self.r.nodes_manager.initialize()
         if step.replicas:
             self._plain_replicas = None
 
-    def _replicas(self, step: _io.Replicas) -> int:
+    def _replicas(self, step: steps.Replicas) -> int:
         if self.cluster:
             nodes = self.r.nodes_manager.slots_cache.get(key_slot(step.key), [])
             return max(0, len(nodes) - 1)
@@ -122,7 +122,7 @@ class Driver:
             self._plain_replicas = int(self.r.info('replication').get('connected_slaves', 0))
         return self._plain_replicas
 
-    def _replica_info(self, step: _io.ReplicaInfo) -> dur.ReplicaState:
+    def _replica_info(self, step: steps.ReplicaInfo) -> dur.ReplicaState:
         node, client = '', self.r
         if self.cluster:
             target = self.r.get_node_from_key(step.key)
@@ -132,20 +132,20 @@ class Driver:
             state.update(dur.online_replicas(client.info('replication')))
         return state
 
-    def _masters(self, step: _io.Masters) -> Any:
+    def _masters(self, step: steps.Masters) -> Any:
         if not self.cluster:
             return None, []
         self.r.nodes_manager.initialize()
         cache = self.r.nodes_manager.slots_cache
         return (lambda slot: cache[slot][0].name), [n.name for n in self.r.get_primaries()]
 
-    def _node_name(self, step: _io.NodeName) -> str:
+    def _node_name(self, step: steps.NodeName) -> str:
         if self.cluster:
             return self.r.get_node_from_key(step.key).name
         kw = self.r.connection_pool.connection_kwargs
         return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
 
-    def _locked(self, step: _io.Locked) -> Any:
+    def _locked(self, step: steps.Locked) -> Any:
         with self._guard:
             lock = self._locks.setdefault(step.name, threading.Lock())
         with lock:
@@ -167,7 +167,7 @@ def _raised(replies: List[Any]) -> List[Any]:
 
 
 _DO: Dict[type, Callable[[Driver, Any], Any]] = {
-    _io.Call: Driver._call, _io.Round: Driver._round, _io.OnNode: Driver._on_node,
-    _io.Sleep: Driver._sleep, _io.Refresh: Driver._refresh, _io.Replicas: Driver._replicas,
-    _io.ReplicaInfo: Driver._replica_info,
-    _io.Masters: Driver._masters, _io.NodeName: Driver._node_name, _io.Locked: Driver._locked}
+    steps.Call: Driver._call, steps.Round: Driver._round, steps.OnNode: Driver._on_node,
+    steps.Sleep: Driver._sleep, steps.Refresh: Driver._refresh, steps.Replicas: Driver._replicas,
+    steps.ReplicaInfo: Driver._replica_info,
+    steps.Masters: Driver._masters, steps.NodeName: Driver._node_name, steps.Locked: Driver._locked}

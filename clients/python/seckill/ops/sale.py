@@ -1,4 +1,4 @@
-"""One sale key's operations as steps (seckill._io): the argument lists and
+"""One sale key's operations as steps (seckill.plain.steps): the argument lists and
 reply parsing of seckill.protocol, one command each (reconcile: one per
 chunk). `seckill.sale.Sale` runs them with redis-py, `seckill.aio.Sale`
 with redis.asyncio, and the split sale's driver on its parts."""
@@ -8,13 +8,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Iterable, List, Optional, Sequence
 
-from . import durability as dur
-from . import protocol as p
-from ._io import OnNode, ReplicaInfo, Steps, call
-from .protocol import ReconcileResult, Reserved, SaleMissing
+from ..plain import durability as dur
+from ..plain import protocol as p
+from ..plain.protocol import ReconcileResult, Reserved, SaleMissing
+from ..plain.steps import OnNode, ReplicaInfo, Steps, call
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .soldout import SoldOutCache
+    from ..plain.soldout import SoldOutCache
 
 
 def init(key: str, total: int, *, shards: Optional[int] = None, limit: Optional[int] = None,

@@ -1,4 +1,4 @@
-"""The async driver: executes the steps of seckill._io with a redis.asyncio
+"""The async driver: executes the steps of seckill.plain.steps with a redis.asyncio
 client (redis.asyncio.Redis, or redis.asyncio.cluster.RedisCluster). The
 same steps the sync driver runs, awaited; Locked steps take asyncio locks."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Dict, Hashable, List
 
-from .. import _io
 from .. import backend as be
-from .. import durability as dur
-from .._driver import _first_key, _raised
-from ..split_protocol import key_slot
+from ..plain import durability as dur
+from ..plain import steps
+from ..plain.split_protocol import key_slot
+from .sync import _first_key, _raised
 
 try:  # redis-py >= 4.3
     from redis.asyncio.cluster import PipelineCommand
@@ -21,12 +21,12 @@ except ImportError:  # pragma: no cover
     PipelineCommand = None  # type: ignore
 
 
-async def _drive(op: _io.Steps, do: Callable[[Any], Awaitable[Any]], catch: Any = Exception) -> Any:
-    """seckill._io.drive, awaited."""
+async def _drive(op: steps.Steps, do: Callable[[Any], Awaitable[Any]], catch: Any = Exception) -> Any:
+    """seckill.plain.steps.drive, awaited."""
     value: Any = None
     error: Any = None
     while True:
-        done, step = _io.advance(op, value, error)
+        done, step = steps.advance(op, value, error)
         if done:
             return step
         value = error = None
@@ -37,7 +37,7 @@ async def _drive(op: _io.Steps, do: Callable[[Any], Awaitable[Any]], catch: Any 
 
 
 class AsyncDriver:
-    """Runs operations (generators of seckill._io steps) on `client`; many
+    """Runs operations (generators of seckill.plain.steps steps) on `client`; many
     tasks may run operations on one driver at once."""
 
     def __init__(self, client: Any, backend: Any = None):
@@ -48,7 +48,7 @@ class AsyncDriver:
         self._locks: Dict[Hashable, asyncio.Lock] = {}
         self._ready = not self.cluster
 
-    async def run(self, op: _io.Steps) -> Any:
+    async def run(self, op: steps.Steps) -> Any:
         """Executes `op` step by step; returns its result or raises its error.
         A step's error (a cancellation included) is thrown into the
         operation where it yielded."""
@@ -71,7 +71,7 @@ class AsyncDriver:
             self.backend = found
         return self.backend
 
-    async def _probe(self, step: _io.Call) -> Any:
+    async def _probe(self, step: steps.Call) -> Any:
         # a cluster: one master answers the keyless module probe
         kw = ({'target_nodes': self.r.get_default_node()}
               if self.cluster and step.args == be.MODULE_PROBE else {})
@@ -102,7 +102,7 @@ class AsyncDriver:
                 out.append(exc)
         return out
 
-    async def _call(self, step: _io.Call) -> Any:
+    async def _call(self, step: steps.Call) -> Any:
         replies = await self._library([step.args], self._each)
         if replies is None:
             return await self.r.execute_command(*step.args)
@@ -114,7 +114,7 @@ class AsyncDriver:
             pipe.execute_command(*c)
         return await pipe.execute(raise_on_error=raise_on_error)
 
-    async def _round(self, step: _io.Round) -> List[Any]:
+    async def _round(self, step: steps.Round) -> List[Any]:
         if not step.commands:
             return []
         replies = await self._library(step.commands, lambda c: self._pipelined(c, False))
@@ -122,7 +122,7 @@ class AsyncDriver:
             return await self._pipelined(step.commands, True)
         return _raised(replies)
 
-    async def _on_node(self, step: _io.OnNode) -> List[Any]:
+    async def _on_node(self, step: steps.OnNode) -> List[Any]:
         async def send(cmds: Any) -> List[Any]:
             if not self.cluster:
                 return await self._pipelined(cmds, False)
@@ -134,16 +134,16 @@ class AsyncDriver:
         replies = await self._library(step.commands, send)
         return await send(step.commands) if replies is None else replies
 
-    async def _sleep(self, step: _io.Sleep) -> None:
+    async def _sleep(self, step: steps.Sleep) -> None:
         await asyncio.sleep(step.seconds)
 
-    async def _refresh(self, step: _io.Refresh) -> None:
+    async def _refresh(self, step: steps.Refresh) -> None:
         if self.cluster:
             await self.r.nodes_manager.initialize()
         if step.replicas:
             self._plain_replicas = None
 
-    async def _replicas(self, step: _io.Replicas) -> int:
+    async def _replicas(self, step: steps.Replicas) -> int:
         if self.cluster:
             nodes = self.r.nodes_manager.slots_cache.get(key_slot(step.key), [])
             return max(0, len(nodes) - 1)
@@ -152,7 +152,7 @@ class AsyncDriver:
             self._plain_replicas = int(info.get('connected_slaves', 0))
         return self._plain_replicas
 
-    async def _replica_info(self, step: _io.ReplicaInfo) -> dur.ReplicaState:
+    async def _replica_info(self, step: steps.ReplicaInfo) -> dur.ReplicaState:
         node = ''
         if self.cluster:
             target = self.r.get_node_from_key(step.key)
@@ -166,20 +166,20 @@ class AsyncDriver:
             state.update(dur.online_replicas(info))
         return state
 
-    async def _masters(self, step: _io.Masters) -> Any:
+    async def _masters(self, step: steps.Masters) -> Any:
         if not self.cluster:
             return None, []
         await self.r.nodes_manager.initialize()
         cache = self.r.nodes_manager.slots_cache
         return (lambda slot: cache[slot][0].name), [n.name for n in self.r.get_primaries()]
 
-    async def _node_name(self, step: _io.NodeName) -> str:
+    async def _node_name(self, step: steps.NodeName) -> str:
         if self.cluster:
             return self.r.get_node_from_key(step.key).name
         kw = self.r.connection_pool.connection_kwargs
         return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
 
-    async def _locked(self, step: _io.Locked) -> Any:
+    async def _locked(self, step: steps.Locked) -> Any:
         lock = self._locks.get(step.name)
         if lock is None:
             lock = self._locks[step.name] = asyncio.Lock()
@@ -188,9 +188,9 @@ class AsyncDriver:
 
 
 _DO: Dict[type, Callable[[AsyncDriver, Any], Awaitable[Any]]] = {
-    _io.Call: AsyncDriver._call, _io.Round: AsyncDriver._round,
-    _io.OnNode: AsyncDriver._on_node, _io.Sleep: AsyncDriver._sleep,
-    _io.Refresh: AsyncDriver._refresh, _io.Replicas: AsyncDriver._replicas,
-    _io.ReplicaInfo: AsyncDriver._replica_info,
-    _io.Masters: AsyncDriver._masters, _io.NodeName: AsyncDriver._node_name,
-    _io.Locked: AsyncDriver._locked}
+    steps.Call: AsyncDriver._call, steps.Round: AsyncDriver._round,
+    steps.OnNode: AsyncDriver._on_node, steps.Sleep: AsyncDriver._sleep,
+    steps.Refresh: AsyncDriver._refresh, steps.Replicas: AsyncDriver._replicas,
+    steps.ReplicaInfo: AsyncDriver._replica_info,
+    steps.Masters: AsyncDriver._masters, steps.NodeName: AsyncDriver._node_name,
+    steps.Locked: AsyncDriver._locked}

@@ -4,7 +4,7 @@ Every operation of `Sale` and `SplitSale` is written once, as a generator
 that yields these steps and is sent back each step's result (or has the
 step's error thrown in at the yield, so `try`/`except` around a `yield`
 works as around a call). Nothing here does I/O: a driver executes the
-steps, `seckill._driver.Driver` with redis-py and `seckill.aio._driver.
+steps, `seckill.drivers.sync.Driver` with redis-py and `seckill.drivers.aio.
 AsyncDriver` with redis.asyncio. So the protocol and the decisions exist
 once, and the sync and async clients only send commands.
 
@@ -138,6 +138,14 @@ def drive(op: Steps, do: Any, catch: Any = Exception) -> Any:
             error = exc
 
 
+def scope(client: Any) -> Any:
+    """What belongs to a connection pool rather than to one client object
+    (the detected backend, the key lists, the replica memory, the local
+    sold-out flags): a plain client's connection pool (clients sharing a
+    pool share it), a cluster client itself."""
+    return getattr(client, 'connection_pool', None) or client
+
+
 def kept(scope: Any, attr: str, make: Any) -> Any:
     """The object kept on a client's scope under `attr` (made by `make()`
     the first time): what belongs to a connection pool, not to one driver."""
@@ -183,4 +191,4 @@ def pairs_dict(reply: Any) -> dict:
 
 __all__ = ['TRYAGAIN_DELAYS', 'TRYAGAIN_BUDGET', 'Steps', 'Call', 'Round', 'OnNode', 'Sleep',
            'Refresh', 'Replicas', 'ReplicaInfo', 'Masters', 'NodeName', 'Locked', 'call', 'one', 'pairs_dict',
-           'drive', 'kept']
+           'drive', 'kept', 'scope']
