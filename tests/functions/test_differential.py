@@ -279,6 +279,22 @@ def _edge_cases(c):
         p.both('GET', [rid, 'FORMAT', 'JSON'])
         p.both('RECONCILE', ['ORDERS', 2, rid, x, 1, x, x, 1, 'FORMAT', 'JSON'])
     p.both('INFO', ['FORMAT', 'JSON'])
+    # Retakes older than the buyer's newest live reservation (the library
+    # keeps them out of the buyer's chain), then the newer ones leave:
+    # LIMIT names the newest live reservation all along.
+    p.both('INIT', [100, 'LIMIT', 10, 'REPLACE'])
+    for rid in ('o1', 'o2', 'o3', 'o4', 'o5'):
+        p.both('RESERVE', ['w', 'REQID', rid])
+    p.both('RELEASE', ['o1'])
+    p.both('RELEASE', ['o3'])
+    p.both('RECONCILE', ['ORDERS', 2, 'o3', 'w', 1, 'o1', 'w', 1, 'APPLY'])
+    for rid in ('o5', 'o4', 'o2', None, 'o3'):
+        p.both('RESERVE', ['w', 'QTY', 9])
+        if rid:
+            p.both('RELEASE', [rid])
+        else:
+            p.both('RESERVE', ['w'])
+    p.both('INFO', [])
     return p.mismatches
 
 
