@@ -11,7 +11,7 @@ from .. import backend as be
 from ..plain import durability as dur
 from ..plain import steps
 from ..plain.split_protocol import key_slot
-from .sync import _first_key, _raised
+from .sync import _first_key, _raised, address
 
 try:  # redis-py >= 4.3
     from redis.asyncio.cluster import PipelineCommand
@@ -176,8 +176,7 @@ class AsyncDriver:
     async def _node_name(self, step: steps.NodeName) -> str:
         if self.cluster:
             return self.r.get_node_from_key(step.key).name
-        kw = self.r.connection_pool.connection_kwargs
-        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
+        return address(self.r)
 
     async def _locked(self, step: steps.Locked) -> Any:
         lock = self._locks.get(step.name)

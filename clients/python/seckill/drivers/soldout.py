@@ -27,7 +27,7 @@ from typing import Any, Deque, Dict, Iterable, Optional, Tuple
 from ..ops import sale as ops
 from ..plain import soldout as so
 from ..plain.steps import scope
-from .sync import Driver
+from .sync import Driver, address
 
 try:  # redis-py >= 4.1
     from redis.cluster import RedisCluster
@@ -221,8 +221,7 @@ class Routes:
         if self.cluster:
             node = self.client.get_node_from_key(key)
             return node.name, node
-        kw = self.client.connection_pool.connection_kwargs
-        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379)), None
+        return address(self.client), None
 
     def _add(self, keys: Iterable[str]) -> None:
         for key in keys:

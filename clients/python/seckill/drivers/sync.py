@@ -142,14 +142,21 @@ class Driver:
     def _node_name(self, step: steps.NodeName) -> str:
         if self.cluster:
             return self.r.get_node_from_key(step.key).name
-        kw = self.r.connection_pool.connection_kwargs
-        return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
+        return address(self.r)
 
     def _locked(self, step: steps.Locked) -> Any:
         with self._guard:
             lock = self._locks.setdefault(step.name, threading.Lock())
         with lock:
             return self.run(step.body)
+
+
+def address(client: Any) -> str:
+    """`host:port` of a plain (not cluster) client's server, as its pool
+    names it: the node name a one-node sale's steps and wiring use (sync
+    and asyncio clients alike)."""
+    kw = client.connection_pool.connection_kwargs
+    return '%s:%s' % (kw.get('host', 'localhost'), kw.get('port', 6379))
 
 
 def _first_key(commands: Any) -> Any:
