@@ -6,8 +6,8 @@ functions/seckill.lua loaded (FUNCTION LOAD). Runs one fixed scenario per
 file on each backend under RESP2 and again under RESP3 (a fresh FLUSHALL
 before each run), over a raw socket, and records for every step its
 command, the exact reply bytes, the reply as a typed tree and what the
-reference parser (clients/python/seckill/protocol.py and draw.py) makes of
-it. README.md beside this file describes the format.
+reference parser (clients/python/seckill/plain/protocol.py and plain/draw.py)
+makes of it. README.md beside this file describes the format.
 
     .venv/bin/python tests/vectors/generate.py \
         [--server redis-server] [--module target/release/libredis_seckill.so]

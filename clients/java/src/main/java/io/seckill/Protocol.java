@@ -14,7 +14,7 @@ import java.util.Set;
 
 /**
  * The SECKILL wire protocol as plain functions: argument lists and reply parsing, no I/O
- * (the same rules as clients/python/seckill/protocol.py).
+ * (the same rules as clients/python/seckill/plain/protocol.py).
  *
  * <p>Replies come in as the transports hand them over: {@code String} (simple and bulk
  * strings, UTF-8), {@code Long}, {@code List<Object>}, {@code Map} (a RESP3 map), null.
