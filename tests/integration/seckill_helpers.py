@@ -5,9 +5,15 @@ Every helper takes a redis-py connection made with decode_responses=True.
 """
 
 import os
+import random
 import re
+import signal
 import socket
+import subprocess
+import tempfile
 import time
+
+import redis
 
 # SECKILL_BACKEND=functions: the suite runs against functions/seckill.lua.
 from seckill_backend import AOF_REWRITE_MARK, FUNCTIONS, MODULE, SALE_TYPE, fcall_form  # noqa: F401
@@ -278,3 +284,58 @@ def is_valkey_8_1(conn):
     Redis are not affected)."""
     name, version = server_version(conn)
     return name == 'valkey' and version[:2] == (8, 1)
+
+
+def free_port(cluster_bus=False):
+    """A free port below 55535, never 6379; with cluster_bus, its cluster
+    bus port (port + 10000) is free too."""
+    while True:
+        port = random.randrange(20000, 55000)
+        if all(_bindable(p) for p in ((port, port + 10000) if cluster_bus else (port,))):
+            return port
+
+
+def _bindable(port):
+    with socket.socket() as s:
+        try:
+            s.bind(('127.0.0.1', port))
+            return True
+        except OSError:
+            return False
+
+
+class OwnServer:
+    """A redis-server of our own beside RLTest's, for what its environments
+    cannot do (a SHUTDOWN watched to its exit code, a master's first
+    replica): a free port, its own folder and log, stopped by pid.
+    `binary` is the server under test (RLTest's Defaults.binary); `module`,
+    when given, is loaded."""
+
+    def __init__(self, binary, *args, module=None, prefix='seckill-own-', cluster_bus=False):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.port = free_port(cluster_bus)
+        self.log = os.path.join(self.dir, 'redis.log')
+        cmd = [binary, '--port', str(self.port), '--dir', self.dir, '--logfile', self.log,
+               '--enable-debug-command', 'yes', '--save', '']
+        if module:
+            cmd += ['--loadmodule', module]
+        self.proc = subprocess.Popen(cmd + list(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = redis.Redis(port=self.port, decode_responses=True)
+
+    def ping(self):
+        try:
+            return self.conn.ping()
+        except redis.ConnectionError:
+            return False
+
+    def read_log(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except OSError:
+            return ''
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)

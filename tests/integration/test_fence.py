@@ -6,17 +6,12 @@ restarted master, on a master that got its first replica. UNFENCE records
 the current id again. The same file runs on the module and on the Functions
 library (seckill_backend.py)."""
 
-import os
-import signal
-import socket
-import subprocess
-import tempfile
 
 import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import (replica_caught_up, FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, aof_files, as_dict, digest, digest_value,
+from seckill_helpers import (OwnServer, replica_caught_up, FUNCTIONS, ORDER_FIELDS, REPORT_FIELDS, aof_files, as_dict, digest, digest_value,
                              info, reconcile, restart_from_aof, server_ms, wait_aof_rewrite, wait_for)
 
 FENCE_FIELDS = REPORT_FIELDS + ['fence']
@@ -398,31 +393,14 @@ def test_debug_reload_keeps_the_id():
 
 # ------------------------------------------------- a master's first replica
 
-def _free_port():
-    while True:
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        if port < 55000:
-            return port
-
-
-class _Replica:
-    """A redis-server of our own, replica of `master`: free port, own
-    folder, stopped by pid."""
+class _Replica(OwnServer):
+    """A server of our own (`OwnServer`), replica of `master`."""
 
     def __init__(self, env, master):
-        self.dir = tempfile.mkdtemp(prefix='seckill-fence-')
-        self.port = _free_port()
         kw = master.connection_pool.connection_kwargs
-        cmd = [Defaults.binary, '--port', str(self.port), '--dir', self.dir, '--logfile',
-               os.path.join(self.dir, 'redis.log'), '--save', '', '--enable-debug-command', 'yes',
-               '--replicaof', kw.get('host', 'localhost'), str(kw['port'])]
         module = env.module[0] if isinstance(env.module, list) else env.module
-        if module and not FUNCTIONS:
-            cmd += ['--loadmodule', module]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.conn = redis.Redis(port=self.port, decode_responses=True)
+        super().__init__(Defaults.binary, '--replicaof', kw.get('host', 'localhost'), str(kw['port']),
+                         module=None if FUNCTIONS else module, prefix='seckill-fence-')
 
     def synced(self):
         try:
@@ -430,11 +408,6 @@ class _Replica:
         except redis.ConnectionError:
             return False
         return r.get('master_link_status') == 'up' and r.get('master_sync_in_progress') == 0
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
 
 
 def test_first_replica_of_a_master_fences():

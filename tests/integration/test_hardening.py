@@ -5,10 +5,6 @@ command, RESTORE of a payload whose stream lies in another slot, keys opened
 without touching them, asynchronous replica loads, and the log."""
 
 import os
-import signal
-import socket
-import subprocess
-import tempfile
 import threading
 import time
 
@@ -16,7 +12,7 @@ import redis
 from RLTest import Env
 from RLTest.env import Defaults
 
-from seckill_helpers import replica_caught_up, aof_files, digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
+from seckill_helpers import OwnServer, replica_caught_up, aof_files, digest, digest_value, info, reserve, seckill_stats, wait_aof_rewrite, wait_for
 from test_corrupt_input import _parse_resp_commands
 
 
@@ -25,57 +21,14 @@ def _module(env):
     return m[0] if isinstance(m, list) else m
 
 
-def _free_port():
-    """A free port below 55535 (a cluster node's bus port is port + 10000)."""
-    import random
-    while True:
-        port = random.randrange(20000, 55000)
-        with socket.socket() as s:
-            try:
-                s.bind(('127.0.0.1', port))
-            except OSError:
-                continue
-        with socket.socket() as s:
-            try:
-                s.bind(('127.0.0.1', port + 10000))
-                return port
-            except OSError:
-                continue
-
-
-class Server:
-    """A redis-server of our own (for what RLTest's environments cannot do,
-    such as a SHUTDOWN we watch to its exit code). Free port, own folder,
-    stopped by pid."""
+class Server(OwnServer):
+    """A server of our own with the module (`OwnServer`), answering once
+    started; every cluster node's bus port is free too."""
 
     def __init__(self, env, *args):
-        self.dir = tempfile.mkdtemp(prefix='seckill-hard-')
-        self.port = _free_port()
-        self.log = os.path.join(self.dir, 'redis.log')
-        cmd = [Defaults.binary, '--port', str(self.port), '--dir', self.dir, '--logfile', self.log,
-               '--enable-debug-command', 'yes', '--save', '', '--loadmodule', _module(env)] + list(args)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.conn = redis.Redis(port=self.port, decode_responses=True)
-        ok = wait_for(lambda: self._ping(), timeout=10)
+        super().__init__(Defaults.binary, *args, module=_module(env), prefix='seckill-hard-', cluster_bus=True)
+        ok = wait_for(self.ping, timeout=10)
         assert ok, 'server did not start: %s' % self.read_log()
-
-    def _ping(self):
-        try:
-            return self.conn.ping()
-        except redis.ConnectionError:
-            return False
-
-    def read_log(self):
-        try:
-            with open(self.log) as f:
-                return f.read()
-        except OSError:
-            return ''
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
 
 
 def _holds(conn, key, n, hold_ms, stream=None):
