@@ -136,7 +136,7 @@ impl Writer<'_, '_> {
     /// `user` is the accepted user as the command passed it.
     pub fn commit_reserve(self, sale: &mut Sale, accepted: &Accepted, user: Arg) -> Result<(), EffectError> {
         let rec = accepted.as_new();
-        self.0.apply_and_publish(sale, Change::Reserved(rec, user), |sale| sale.add_record(rec))
+        self.0.apply_and_publish(sale, Change::Reserved(rec, user), |sale| sale.add_accepted(accepted))
     }
 
     /// Propagates an effect already applied to `sale` (`had_holds`: whether

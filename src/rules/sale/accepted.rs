@@ -2,8 +2,9 @@
 //! returns and `Sale::add_record` applies.
 
 use crate::rules::buckets::Take;
-use crate::rules::digits::Digits;
 use crate::rules::reservation::{NewRecord, Reservation, State};
+
+use super::records::NewId;
 
 /// A RESERVE the sale accepted, not applied yet: `add_record(a.as_new())`
 /// applies it, on the master as a replayed PENDING effect does. Borrowed
@@ -23,7 +24,7 @@ pub struct Accepted<'a> {
 #[derive(Debug)]
 pub(super) enum AcceptedId<'a> {
     Client(&'a [u8]),
-    Generated(Digits),
+    Generated(NewId),
 }
 
 /// Where an accepted reservation's units come from.
@@ -37,7 +38,7 @@ impl Accepted<'_> {
     pub fn id(&self) -> &[u8] {
         match &self.id {
             AcceptedId::Client(id) => id,
-            AcceptedId::Generated(id) => id.as_bytes(),
+            AcceptedId::Generated(id) => id.text.as_bytes(),
         }
     }
 
@@ -57,6 +58,14 @@ impl Accepted<'_> {
             created_ms: self.created_ms,
             deadline_ms: self.deadline_ms,
             takes: self.takes(),
+        }
+    }
+
+    /// The record this RESERVE's generated id was made for (see `NewId`).
+    pub(super) fn fresh(&self) -> Option<u32> {
+        match &self.id {
+            AcceptedId::Client(_) => None,
+            AcceptedId::Generated(id) => id.fresh,
         }
     }
 

@@ -166,7 +166,7 @@ impl Sale {
         let takes = self.buckets.plan_take(self.buckets.home_of(user), qty)?;
         let id: Box<[u8]> = match d.reqid(seq) {
             Some(r) if self.find(r).is_none() => r.into(),
-            _ => self.records.generate_id(self.config.tag, |id| d.find_reqid(id).is_some()).as_bytes().into(),
+            _ => self.records.generate_id(self.config.tag, |id| d.find_reqid(id).is_some()).text.as_bytes().into(),
         };
         let created_ms = self.records.stamp(now_ms);
         let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };

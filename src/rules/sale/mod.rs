@@ -350,7 +350,7 @@ impl Sale {
         let mut all_takes = Vec::new();
         let mut last_created = self.stamp(0);
         for rec in recs {
-            self.records.check_new(rec.as_new(), self.config.tag, self.config.hold_ms)?;
+            self.records.check_new(rec.as_new(), self.config.tag, self.config.hold_ms, None)?;
             if rec.created_ms < last_created {
                 return Err(EffectError("creation time goes back"));
             }
@@ -364,28 +364,39 @@ impl Sale {
             return Err(EffectError("stock is not there to take"));
         }
         for rec in recs {
-            self.insert_record(rec.as_new());
+            self.insert_record(rec.as_new(), None);
         }
         Ok(())
     }
 
     /// Adds one record; see `add_records`.
     pub fn add_record(&mut self, rec: NewRecord) -> Result<(), EffectError> {
+        self.add_checked(rec, None)
+    }
+
+    /// Adds the record of a RESERVE this sale accepted (`accept_reserve`),
+    /// as `add_record(a.as_new())` does; a generated id is known to be
+    /// free and generated, so it is not looked up and parsed again.
+    pub fn add_accepted(&mut self, a: &Accepted) -> Result<(), EffectError> {
+        self.add_checked(a.as_new(), a.fresh())
+    }
+
+    fn add_checked(&mut self, rec: NewRecord, fresh: Option<u32>) -> Result<(), EffectError> {
         if self.records.len() >= NONE as usize - 1 {
             return Err(EffectError("too many reservations"));
         }
-        self.records.check_new(rec, self.config.tag, self.config.hold_ms)?;
+        self.records.check_new(rec, self.config.tag, self.config.hold_ms, fresh)?;
         if !self.buckets.can_take(rec.takes) {
             return Err(EffectError("stock is not there to take"));
         }
-        self.insert_record(rec);
+        self.insert_record(rec, fresh);
         Ok(())
     }
 
     /// Inserts a checked record whose stock is known to be there.
-    fn insert_record(&mut self, rec: NewRecord) {
+    fn insert_record(&mut self, rec: NewRecord, fresh: Option<u32>) {
         self.buckets.take(rec.takes);
-        let seq = self.records.push(rec, self.config.tag);
+        let seq = self.records.push(rec, self.config.tag, fresh);
         if rec.deadline_ms != 0 && rec.state == State::Pending {
             self.holds.count(seq, true);
         }

@@ -288,13 +288,19 @@ impl Records {
         })
     }
 
+    /// Whether `fresh` names the next record: its id was generated for it.
+    #[inline]
+    fn is_fresh(&self, fresh: Option<u32>) -> bool {
+        fresh == Some(self.list.len() as u32)
+    }
+
     /// The generated id of the next record (`ids.rs`); in the rare case a
     /// client already took that id as its REQID (a reservation's, or one
     /// `taken` says is spoken for: a draw entrant's), that id and `-<k>`
     /// with the smallest free k. With an id key nobody can know the next id
     /// before it is made, so the loop runs only on a 2^-64 coincidence.
     #[inline]
-    pub(super) fn generate_id(&self, tag: u32, taken: impl Fn(&[u8]) -> bool) -> Digits {
+    pub(super) fn generate_id(&self, tag: u32, taken: impl Fn(&[u8]) -> bool) -> NewId {
         let seq = self.list.len() as u32;
         let mut id = Digits::default();
         write_generated(&mut id, tag, seq, self.id_key.as_ref());
@@ -302,7 +308,7 @@ impl Records {
         // hold the string, and most sales have none.
         let free = |id: &Digits| self.find(id.as_bytes(), tag).is_none() && !taken(id.as_bytes());
         if (self.client_ids.is_empty() && !taken(id.as_bytes())) || free(&id) {
-            return id;
+            return NewId { text: id, fresh: Some(seq) };
         }
         let base = id.len();
         for k in 1u64.. {
@@ -313,13 +319,16 @@ impl Records {
                 break;
             }
         }
-        id
+        NewId { text: id, fresh: None }
     }
 
     /// Everything about a new record that does not depend on the rest of
     /// its batch or on the buckets, in a sale whose tag and HOLD are given.
     #[inline]
-    pub(super) fn check_new(&self, rec: NewRecord, tag: u32, hold_ms: u64) -> Result<(), EffectError> {
+    /// `fresh`: the record `rec.id` was generated for (`NewId::fresh`);
+    /// when it is this next record, the id is known to be free and
+    /// generated, so it is neither looked up nor parsed again.
+    pub(super) fn check_new(&self, rec: NewRecord, tag: u32, hold_ms: u64, fresh: Option<u32>) -> Result<(), EffectError> {
         if !valid_id(rec.id) || !valid_id(rec.user) {
             return Err(EffectError("bad reservation or user id"));
         }
@@ -335,7 +344,7 @@ impl Records {
         if rec.qty == 0 || rec.qty > MAX_TOTAL {
             return Err(EffectError("reservation quantity out of range"));
         }
-        if self.find(rec.id, tag).is_some() {
+        if !self.is_fresh(fresh) && self.find(rec.id, tag).is_some() {
             return Err(EffectError("reservation id exists"));
         }
         if !self.arena.has_room(2) {
@@ -361,9 +370,10 @@ impl Records {
     /// no user yet: a live record shares its buyer's name (`Buyers::join`),
     /// any other gets its own (`own_user`).
     #[inline]
-    pub(super) fn push(&mut self, rec: NewRecord, tag: u32) -> u32 {
+    pub(super) fn push(&mut self, rec: NewRecord, tag: u32, fresh: Option<u32>) -> u32 {
         let seq = self.list.len() as u32;
-        let id = if parse_generated(rec.id, tag, self.id_key.as_ref()) == Some(seq) { GENERATED } else { self.arena.intern(rec.id) };
+        let generated = self.is_fresh(fresh) || parse_generated(rec.id, tag, self.id_key.as_ref()) == Some(seq);
+        let id = if generated { GENERATED } else { self.arena.intern(rec.id) };
         let bucket = self.keep_takes(seq, rec.takes);
         self.list.push(Record::new(rec.qty, bucket, rec.state, rec.deadline_ms != 0, rec.created_ms, id));
         if id != GENERATED {
@@ -582,6 +592,17 @@ impl<'a> RecordView<'a> {
             takes: self.takes(),
         }
     }
+}
+
+/// An id `generate_id` made for the next record, and that record's
+/// sequence number when the id is its generated one (`None`: a client held
+/// that id, so this one carries a `-<k>` suffix and is stored as a
+/// client's). The master passes it on to `add_accepted`, which then needs
+/// neither the lookup nor the parse a replica's copy of the id takes.
+#[derive(Debug)]
+pub(super) struct NewId {
+    pub(super) text: Digits,
+    pub(super) fresh: Option<u32>,
 }
 
 #[cfg(test)]

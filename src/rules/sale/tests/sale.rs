@@ -370,3 +370,43 @@ fn record_times_are_bounded() {
     reserve(&mut s, b"v", 1, None, 5).unwrap();
     assert_eq!(s.record_count(), 2);
 }
+
+/// The master applies an accepted RESERVE with `add_accepted`, which skips
+/// the lookup and parse of an id it generated itself; a replica applies the
+/// same record from its effect with `add_record`. Both must make the same
+/// sale: with and without an id key, and when a client had already taken
+/// the generated id (the accepted one then carries a suffix).
+#[test]
+fn add_accepted_makes_the_sale_add_record_makes() {
+    for id_key in [None, Some([7u8; 16])] {
+        let mut master = Sale::new(SaleConfig { id_key, ..config(100, 5, 1000) });
+        let mut replica = master.clone();
+        for i in 0..20u64 {
+            let user = format!("u{}", i % 7);
+            // Client ids that take the next generated id, now and then.
+            let next = master.records.generate_id(master.config.tag, |_| false).text;
+            let reqid = (i % 5 == 3).then(|| next.as_bytes().to_vec());
+            let a = master.accept_reserve(user.as_bytes(), 1, reqid.as_deref(), 10 + i).expect("accepted");
+            assert_eq!(a.fresh(), reqid.is_none().then_some(i as u32));
+            let rec = a.to_reservation();
+            master.add_accepted(&a).expect("the master applies it");
+            replica.add_record(rec.as_new()).expect("the replica applies it");
+            assert!(master == replica, "after record {i}");
+            assert_eq!(master.get(&rec.id).map(|r| r.user().to_vec()), Some(user.into_bytes()));
+        }
+        // A client takes the id the record after next will be generated
+        // with: that record's id is then suffixed and stored as a client's.
+        let mut later = crate::rules::digits::Digits::default();
+        let next_seq = master.record_count() as u32 + 1;
+        super::ids::write_generated(&mut later, master.config.tag, next_seq, id_key.as_ref());
+        let a = master.accept_reserve(b"x", 1, Some(later.as_bytes()), 99).unwrap();
+        master.add_accepted(&a).unwrap();
+        let b = master.accept_reserve(b"y", 1, None, 100).unwrap();
+        assert_eq!(b.fresh(), None, "{:?}", b.id());
+        assert!(b.id().starts_with(later.as_bytes()) && b.id().len() > later.len());
+        let rec = b.to_reservation();
+        master.add_accepted(&b).unwrap();
+        assert_eq!(master.get(&rec.id).map(|r| r.user().to_vec()), Some(b"y".to_vec()));
+        assert_eq!(master.get(later.as_bytes()).map(|r| r.user().to_vec()), Some(b"x".to_vec()));
+    }
+}
