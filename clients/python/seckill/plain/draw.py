@@ -22,13 +22,16 @@ what is left wins; the others wait on the waitlist in their place.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from typing import (Any, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
 from . import protocol as p
 from .protocol import MAX_BEACON_NAME, MAX_BEACON_VALUE, ProtocolError, beacon_name_arg, text
+from .draw_order import (ZERO_DIGEST, DrawOrder, UserId, commitment, commitment_ok, digest_step,  # noqa: F401
+                         draw_seed, entrants_digest, hex_text, permutation, seed_bytes, uniform, user_bytes,
+                         value_bytes)
+from .draw_split import allocate, rebalance_tid, split_closeness, transfer_plan  # noqa: F401
 
 # ENTER statuses, in the order the module checks them.
 NO_SALE = p.NO_SALE
@@ -68,8 +71,6 @@ IN_PROGRESS = 'in_progress'      # the draw has begun but left_to_draw > 0
 # published before END (no commitment given, or no beacon value): exit 3.
 UNCHECKED = 'unchecked'
 NOT_PUBLISHED = 'not checked against a published commitment'
-
-UserId = Union[str, bytes]
 
 
 class RegistrationOpen(RuntimeError):
@@ -252,158 +253,6 @@ def draw_committed(fields: Any) -> Optional[Tuple[str, Optional[str]]]:
     return str(f['commitment']), (str(f['beacon']) if f.get('beacon') else None)
 
 
-# ---------------------------------------------------------------- the draw order
-
-ZERO_DIGEST = bytes(32)
-"""D(0): the entrant digest of a sale nobody entered."""
-
-_2_48 = 1 << 48
-
-
-def user_bytes(user: UserId) -> bytes:
-    """A user id's bytes (a str as UTF-8; the bytes a decoding client could
-    not decode come back through surrogateescape, as seckill.protocol.text
-    makes them)."""
-    if isinstance(user, (bytes, bytearray)):
-        return bytes(user)
-    return str(user).encode('utf-8', 'surrogateescape')
-
-
-value_bytes = user_bytes
-"""A beacon name or value's bytes, as user_bytes."""
-
-
-def seed_bytes(seed: Union[str, bytes]) -> bytes:
-    """32 bytes from a hex string (INFO's `seed`, `draw_seed`,
-    `entrants_digest`), or the bytes themselves."""
-    if isinstance(seed, (bytes, bytearray)):
-        if len(seed) == 64:
-            seed = bytes(seed).decode('ascii', 'replace')
-        else:
-            return bytes(seed)
-    try:
-        raw = bytes.fromhex(seed)
-    except ValueError:
-        raise ProtocolError('not hex: %r' % (seed,)) from None
-    return raw
-
-
-def commitment(seed: Union[str, bytes]) -> str:
-    """The hex SHA-256 of the secret: what INFO publishes from INIT on."""
-    return hashlib.sha256(seed_bytes(seed)).hexdigest()
-
-
-def commitment_ok(seed: Union[str, bytes], seed_commitment: str) -> bool:
-    """SHA-256(seed) equals the commitment published before the draw."""
-    return commitment(seed) == _hex(seed_commitment)
-
-
-def _hex(value: Any) -> str:
-    return str(text(value) or '').strip().lower()
-
-
-def _user_qty(e: Any) -> Tuple[bytes, int]:
-    if hasattr(e, 'user'):
-        return user_bytes(e.user), int(e.qty)
-    user, qty = e[0], e[1]
-    return user_bytes(user), int(qty)
-
-
-def digest_step(digest: bytes, user: UserId, qty: int) -> bytes:
-    """D(i+1) = SHA-256(D(i) || u32be(len(user)) || user || u32be(qty)): the
-    digest after one more ENTERED. A QTY of 2^32 or more (LIMIT allows one)
-    counts with its low 32 bits, as the module and the library take it."""
-    u = user_bytes(user)
-    return hashlib.sha256(bytes(digest) + len(u).to_bytes(4, 'big') + u
-                          + (int(qty) & 0xFFFFFFFF).to_bytes(4, 'big')).digest()
-
-
-def entrants_digest(entrants: Iterable[Any]) -> bytes:
-    """D(n) of `entrants` in arrival order (the order ENTRANTS pages them):
-    Entrant, or (user, qty) pairs. 32 zero bytes for none."""
-    h = ZERO_DIGEST
-    for e in entrants:
-        u, q = _user_qty(e)
-        h = hashlib.sha256(h + len(u).to_bytes(4, 'big') + u + q.to_bytes(4, 'big')).digest()
-    return h
-
-
-def draw_seed(secret: Union[str, bytes], digest: Union[str, bytes],
-              beacon_value: Optional[Union[str, bytes]] = None) -> bytes:
-    """S = SHA-256(secret || D || beacon value): the seed the first DRAW
-    fixes (`beacon_value` None or empty for a sale that declared no
-    beacon). `secret` and `digest`: 32 bytes, or their hex."""
-    value = b'' if beacon_value is None else value_bytes(beacon_value)
-    return hashlib.sha256(seed_bytes(secret) + seed_bytes(digest) + value).digest()
-
-
-def _uniform(base: Any, j: int, m: int) -> int:
-    """uniform() with SHA-1's state after S already hashed (`base`)."""
-    if m == 1:
-        return 0             # x mod 1: every x is below limit = 2^48
-    limit = _2_48 - _2_48 % m
-    prefix = j.to_bytes(4, 'big')
-    c = 0
-    while True:
-        h = base.copy()
-        h.update(prefix + c.to_bytes(4, 'big'))
-        x = int.from_bytes(h.digest()[:6], 'big')
-        if x < limit:
-            return x % m
-        c += 1
-
-
-def uniform(seed: Union[str, bytes], j: int, m: int) -> int:
-    """uniform(S, j, m): 0 <= result < m, from SHA-1(S || u32be(j) ||
-    u32be(c)) for c = 0, 1, ...: its first 6 bytes big-endian, x, taken
-    when x < floor(2^48 / m) * m, as x mod m."""
-    if m < 1:
-        raise ValueError('uniform needs m >= 1, got %d' % m)
-    return _uniform(hashlib.sha1(seed_bytes(seed)), int(j), int(m))
-
-
-class DrawOrder(Iterator[int]):
-    """The draw order of `n` entrants under draw seed S, lazily: the
-    arrival indices a[0], a[1], ... of the Fisher-Yates shuffle
-    `for j in 0..n-1: swap a[j], a[j + uniform(S, j, n - j)]`, one step per
-    next(). Only the positions the walk has touched are kept, so looking at
-    the first k entrants costs k steps and memory for k, whatever n is."""
-
-    def __init__(self, seed: Union[str, bytes], n: int):
-        if not 0 <= n < 1 << 32:
-            raise ValueError('a draw order has 0 to 2^32 - 1 entrants, got %d' % n)
-        self.n = int(n)
-        self.j = 0
-        """Entrants produced so far (the next step's j)."""
-        self._base = hashlib.sha1(seed_bytes(seed))
-        self._moved: Dict[int, int] = {}
-
-    def __next__(self) -> int:
-        j = self.j
-        if j >= self.n:
-            raise StopIteration
-        t = j + _uniform(self._base, j, self.n - j)
-        at = self._moved.pop(t, t)
-        aj = self._moved.pop(j, j)
-        if t != j:
-            self._moved[t] = aj
-        self.j = j + 1
-        return at
-
-
-def permutation(seed: Union[str, bytes], n: int) -> List[int]:
-    """The whole draw order of `n` entrants: arrival indices (DrawOrder's
-    sequence, with the whole list in place of its sparse map)."""
-    if not 0 <= n < 1 << 32:
-        raise ValueError('a draw order has 0 to 2^32 - 1 entrants, got %d' % n)
-    base = hashlib.sha1(seed_bytes(seed))
-    a = list(range(n))
-    for j in range(n):
-        t = j + _uniform(base, j, n - j)
-        a[j], a[t] = a[t], a[j]
-    return a
-
-
 def draw_order(seed: Union[str, bytes], entrants: Sequence[Any]) -> List[Any]:
     """`entrants` (in arrival order) rearranged in draw order under the draw
     seed S."""
@@ -529,7 +378,7 @@ def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant], key: Optional[
     """
     if info is None:
         return Verdict(NOT_A_DRAW, 'not a draw sale (missing, or not INIT ... DRAW)', key=key)
-    published = None if commitment is None else _hex(commitment)
+    published = None if commitment is None else hex_text(commitment)
     base: Dict[str, Any] = dict(
         entrants=len(entrants), draw_stock=info.draw_stock, seed=info.seed,
         seed_commitment=info.seed_commitment, key=key, published_commitment=published,
@@ -540,7 +389,7 @@ def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant], key: Optional[
         return Verdict(status, message, check=check, **dict(base, **kw))
 
     # 1 and 2 against what was published: they hold from INIT on
-    if published is not None and _hex(info.seed_commitment) != published:
+    if published is not None and hex_text(info.seed_commitment) != published:
         return fail(BAD_COMMITMENT, 'commitment', "the sale's seed_commitment %s is not the "
                     'published commitment %s' % (info.seed_commitment, published))
     if (published is not None or beacon is not None) and not _same(beacon, info.beacon):
@@ -570,13 +419,13 @@ def verify(info: Optional[DrawInfo], entrants: Sequence[Entrant], key: Optional[
         return fail(BAD_DIGEST, 'entrants_digest', 'ENTRANTS listed %d entrants, INFO counts %d'
                     % (len(entrants), info.entrants))
     digest = entrants_digest(entrants)
-    if info.entrants_digest is None or _hex(info.entrants_digest) != digest.hex():
+    if info.entrants_digest is None or hex_text(info.entrants_digest) != digest.hex():
         return fail(BAD_DIGEST, 'entrants_digest', 'the digest of ENTRANTS (user, QTY, in '
                     'arrival order) is %s, INFO shows entrants_digest %s'
                     % (digest.hex(), info.entrants_digest))
     # 4: the draw seed
     seed_s = draw_seed(info.seed, digest, info.beacon_value)
-    if info.draw_seed is None or _hex(info.draw_seed) != seed_s.hex():
+    if info.draw_seed is None or hex_text(info.draw_seed) != seed_s.hex():
         return fail(BAD_SEED, 'draw_seed', 'SHA-256(seed || entrants_digest || beacon_value) is '
                     '%s, INFO shows draw_seed %s' % (seed_s.hex(), info.draw_seed))
     # 5: the winners and the stock
@@ -695,82 +544,6 @@ def verify_split(name: str, round_: str, parts: Sequence[Verdict],
     if combined.status not in (OK, UNCHECKED):
         return combined
     return check_shares(name, round_, parts) or combined
-
-
-# ---------------------------------------------------------------- split sales
-
-def _tie(salt: str, key: str) -> bytes:
-    return hashlib.sha256(('%s\n%s' % (salt, key)).encode('utf-8')).digest()
-
-
-def allocate(stock: int, weights: Mapping[str, int], salt: str = '') -> Dict[str, int]:
-    """`stock` units over the keys of `weights` (a split sale's parts and
-    their entrants) in proportion, by largest remainder: each key gets
-    floor(stock * w / W), and the units left go one each to the largest
-    remainders, ties broken by SHA-256(salt, key) (deterministic for a
-    sale, favouring no part index). Every share is within one unit of its
-    exact quota. All weights 0: every share 0."""
-    if stock < 0 or any(w < 0 for w in weights.values()):
-        raise ValueError('stock and weights must be >= 0')
-    total_w = sum(weights.values())
-    if total_w == 0:
-        return {k: 0 for k in weights}
-    shares = {k: stock * w // total_w for k, w in weights.items()}
-    left = stock - sum(shares.values())
-    ranked = sorted(weights, key=lambda k: (-(stock * weights[k] % total_w), _tie(salt, k)))
-    for k in ranked[:left]:
-        shares[k] += 1
-    return shares
-
-
-def transfer_plan(have: Mapping[str, int], target: Mapping[str, int]) -> List[Tuple[str, str, int]]:
-    """The transfers [(src, dst, qty)] that take every key from `have` to
-    `target` units (keys missing from `target` go to 0): the largest surplus
-    pays the largest deficit first, names breaking ties, so the plan is the
-    same for every client that reads the same figures. At most
-    (sources + destinations - 1) transfers."""
-    if sum(have.values()) != sum(target.get(k, 0) for k in have) or set(target) - set(have):
-        raise ValueError('a transfer plan moves units between the same keys: %r -> %r'
-                         % (dict(have), dict(target)))
-    surplus = {k: v - target.get(k, 0) for k, v in have.items()}
-    give = sorted(((k, d) for k, d in surplus.items() if d > 0), key=lambda x: (-x[1], x[0]))
-    take = sorted(((k, -d) for k, d in surplus.items() if d < 0), key=lambda x: (-x[1], x[0]))
-    plan = []
-    i = j = 0
-    while i < len(give) and j < len(take):
-        (src, g), (dst, t) = give[i], take[j]
-        q = min(g, t)
-        plan.append((src, dst, q))
-        give[i], take[j] = (src, g - q), (dst, t - q)
-        if g == q:
-            i += 1
-        if t == q:
-            j += 1
-    return plan
-
-
-def rebalance_tid(round_: str, src: str, dst: str, sent_before: int, qty: int) -> str:
-    """The TID of a rebalance transfer: a function of the round, the pair,
-    what the source had sent the destination before it and the quantity,
-    so a retry (or a second client planning from the same figures) sends
-    under the same TID and the source takes the units once."""
-    h = hashlib.sha256(('draw\n%s\n%s\n%s\n%d\n%d' % (round_, src, dst, sent_before, qty))
-                       .encode('utf-8')).hexdigest()
-    return 'w.' + h[:16]
-
-
-def split_closeness(stock: int, weights: Mapping[str, int],
-                    shares: Mapping[str, int]) -> Dict[str, float]:
-    """How close a split draw's per-part chances come to one global draw
-    (every entrant asking one unit): `global` = stock / entrants, `parts`
-    {key: share / entrants of the part}, `max_diff` the largest
-    |part chance - global chance| over parts with entrants (each is below
-    1 / the part's entrants, the rounding of one unit)."""
-    n = sum(weights.values())
-    glob = min(1.0, stock / n) if n else 0.0
-    parts = {k: min(1.0, shares[k] / w) for k, w in weights.items() if w}
-    return {'global': glob, 'parts': parts,
-            'max_diff': max((abs(v - glob) for v in parts.values()), default=0.0)}
 
 
 __all__ = ['RegistrationOpen', 'ENTER_STATUSES', 'ENTERED', 'ALREADY_ENTERED', 'DRAWN', 'RESULTS', 'Entered', 'Drawn',
