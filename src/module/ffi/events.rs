@@ -6,6 +6,15 @@ use std::os::raw::{c_char, c_int};
 
 use redis_module::{raw, Context};
 
+/// How the server calls a subscriber.
+type Trampoline = unsafe extern "C" fn(*mut raw::RedisModuleCtx, raw::RedisModuleEvent, u64, *mut std::os::raw::c_void);
+
+/// Subscribes `trampoline` to the server event `id` (data version 1).
+fn subscribe(ctx: &Context, id: u64, trampoline: Trampoline) -> bool {
+    let event = raw::RedisModuleEvent { id, dataver: 1 };
+    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+}
+
 /// Calls `callback(first, second)` after every SWAPDB.
 pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
     static CALLBACK: std::sync::OnceLock<fn(i32, i32)> = std::sync::OnceLock::new();
@@ -21,8 +30,7 @@ pub fn on_swapdb(ctx: &Context, callback: fn(i32, i32)) -> bool {
         }
     }
     let _ = CALLBACK.set(callback);
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_SWAPDB, dataver: 1 };
-    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+    subscribe(ctx, raw::REDISMODULE_EVENT_SWAPDB, trampoline)
 }
 
 /// Phases of a replica's asynchronous load (`repl-diskless-load swapdb`),
@@ -54,8 +62,7 @@ pub fn on_async_load(ctx: &Context, callback: fn(AsyncLoad)) -> bool {
         }
     }
     let _ = CALLBACK.set(callback);
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, dataver: 1 };
-    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+    subscribe(ctx, raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, trampoline)
 }
 
 /// Calls `callback(db)` once a FLUSHDB (`db`) or FLUSHALL (-1) has
@@ -77,8 +84,7 @@ pub fn on_flush(ctx: &Context, callback: fn(i32)) -> bool {
         }
     }
     let _ = CALLBACK.set(callback);
-    let event = raw::RedisModuleEvent { id: raw::REDISMODULE_EVENT_FLUSHDB, dataver: 1 };
-    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+    subscribe(ctx, raw::REDISMODULE_EVENT_FLUSHDB, trampoline)
 }
 
 /// A phase of a Valkey atomic slot migration (`CLUSTER MIGRATESLOTS`,
@@ -145,8 +151,7 @@ pub fn on_atomic_slot_migration(ctx: &Context, callback: fn(SlotMigration, &[(u1
         }
     }
     let _ = CALLBACK.set(callback);
-    let event = raw::RedisModuleEvent { id: EVENT, dataver: 1 };
-    raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
+    subscribe(ctx, EVENT, trampoline)
 }
 
 /// Calls `callback` after each server event that can change the server's
@@ -181,8 +186,5 @@ pub fn on_replication_events(ctx: &Context, callback: fn(&Context)) -> bool {
         raw::REDISMODULE_EVENT_LOADING,
     ]
     .into_iter()
-    .all(|id| {
-        let event = raw::RedisModuleEvent { id, dataver: 1 };
-        raw::subscribe_to_server_event(ctx.ctx, event, Some(trampoline)) == raw::Status::Ok
-    })
+    .all(|id| subscribe(ctx, id, trampoline))
 }
