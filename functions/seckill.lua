@@ -198,9 +198,28 @@ function Opts:next_word()
     if w ~= nil then self.p = self.p + 1 end
     return w
 end
+-- Iterates over the words left: (option word or '', the word itself), so
+-- that an unknown word reaches `unknown_option` as typed.
+function Opts:words()
+    return function()
+        local word = self:next_word()
+        if word == nil then return nil end
+        return option_word(word) or '', word
+    end
+end
 function Opts:once(name)
     if self.seen[name] then fail('ERR option ' .. name .. ' given twice') end
     self.seen[name] = true
+end
+-- A word option given once: true.
+function Opts:flag(name)
+    self:once(name)
+    return true
+end
+-- A `name value` option given once: its value.
+function Opts:once_value(name)
+    self:once(name)
+    return self:value(name)
 end
 function Opts:value(name)
     local v = self.a[self.p]
@@ -649,60 +668,50 @@ function Sale:find(id)
     return nil
 end
 
-function Sale:bucket(i)
-    local v = self.bk[i]
+-- Bucket i's field <prefix><i> as a number, read once (`cache`: bk or al).
+function Sale:bucket_field(prefix, cache, i)
+    local v = cache[i]
     if v == nil then
-        v = tonumber(self:get('b:' .. num(i)))
-        self.bk[i] = v
+        v = tonumber(self:get(prefix .. num(i)))
+        cache[i] = v
     end
     return v
 end
 
-function Sale:alloc(i)
-    local v = self.al[i]
-    if v == nil then
-        v = tonumber(self:get('a:' .. num(i)))
-        self.al[i] = v
-    end
-    return v
-end
+function Sale:bucket(i) return self:bucket_field('b:', self.bk, i) end
+function Sale:alloc(i) return self:bucket_field('a:', self.al, i) end
 
 function Sale:set_bucket(i, v)
     self.bk[i] = v
     self.bd[i] = true
 end
 
--- Every bucket's remaining units, 0-based, in one call.
-function Sale:all_buckets()
+-- Reads the fields <prefix><i> of every bucket i not in `cache` yet into
+-- it (numbers), 1,000 to an HMGET.
+function Sale:fill_buckets(prefix, cache)
     local fields, want = {}, {}
     for i = 0, self.shards - 1 do
-        if self.bk[i] == nil then
-            fields[#fields + 1] = 'b:' .. num(i)
+        if cache[i] == nil then
+            fields[#fields + 1] = prefix .. num(i)
             want[#want + 1] = i
         end
     end
     for s = 1, #fields, 1000 do
         local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
-        for j, v in ipairs(vals) do self.bk[want[s + j - 1]] = tonumber(v) end
+        for j, v in ipairs(vals) do cache[want[s + j - 1]] = tonumber(v) end
     end
+end
+
+-- Every bucket's remaining units, 0-based, in one call.
+function Sale:all_buckets()
+    self:fill_buckets('b:', self.bk)
     local out = {}
     for i = 0, self.shards - 1 do out[i] = self.bk[i] end
     return out
 end
 
-function Sale:all_allocs()
-    local fields, want = {}, {}
-    for i = 0, self.shards - 1 do
-        if self.al[i] == nil then
-            fields[#fields + 1] = 'a:' .. num(i)
-            want[#want + 1] = i
-        end
-    end
-    for s = 1, #fields, 1000 do
-        local vals = redis.call('HMGET', self.key, unpack(fields, s, math.min(s + 999, #fields)))
-        for j, v in ipairs(vals) do self.al[want[s + j - 1]] = tonumber(v) end
-    end
-end
+-- Every bucket's allocation (into self.al).
+function Sale:all_allocs() self:fill_buckets('a:', self.al) end
 
 -- Plans taking qty from `home`, then the other buckets in order
 -- (buckets.rs plan_take); nil when they do not hold it.
@@ -1813,10 +1822,7 @@ local function cmd_init(keys, args)
     local c = {shards = 1, limit = 1, hold = 0, start = 0}
     local ttl, replace, stream, maxlen, round, peers, draw, fence, beacon
     local o = options(args, 2)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        local w = option_word(word)
+    for w, word in o:words() do
         if w == 'SHARDS' then
             c.shards = o:number('SHARDS', 1, MAX_SHARDS)
         elseif w == 'LIMIT' then
@@ -1830,15 +1836,13 @@ local function cmd_init(keys, args)
         elseif w == 'TTL' then
             ttl = o:number('TTL', 1, MAX_TTL_S)
         elseif w == 'STREAM' then
-            o:once('STREAM')
-            stream = o:value('STREAM')
+            stream = o:once_value('STREAM')
             if o:peek_is('MAXLEN') then
                 local _, digits = o:number('MAXLEN', 1, I64_MAX)
                 maxlen = digits
             end
         elseif w == 'SPLIT' then
-            o:once('SPLIT')
-            round = o:value('SPLIT')
+            round = o:once_value('SPLIT')
             local n = parse_u64('SPLIT peer count', o:value('SPLIT'), 1, MAX_PEERS)
             if o.p + n - 1 > #args then fail('ERR SPLIT peer count is more than the peers given') end
             peers = {}
@@ -1854,17 +1858,13 @@ local function cmd_init(keys, args)
                 if peers[i] == peers[i - 1] then fail('ERR SPLIT names a peer twice') end
             end
         elseif w == 'REPLACE' then
-            o:once('REPLACE')
-            replace = true
+            replace = o:flag('REPLACE')
         elseif w == 'DRAW' then
-            o:once('DRAW')
-            draw = true
+            draw = o:flag('DRAW')
         elseif w == 'BEACON' then
-            o:once('BEACON')
-            beacon = o:value('BEACON')
+            beacon = o:once_value('BEACON')
         elseif w == 'FENCE' then
-            o:once('FENCE')
-            fence = true
+            fence = o:flag('FENCE')
         else
             unknown_option(word)
         end
@@ -2051,15 +2051,11 @@ local function key_user_qty_reqid(keys, args, name)
     local user = parse_id('user id', args[1])
     local qty, reqid = 1, nil
     local o = options(args, 2)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        local w = option_word(word)
+    for w, word in o:words() do
         if w == 'QTY' then
             qty = o:number('QTY', 1, MAX_TOTAL)
         elseif w == 'REQID' then
-            o:once('REQID')
-            reqid = parse_id('REQID', o:value('REQID'))
+            reqid = parse_id('REQID', o:once_value('REQID'))
         else
             unknown_option(word)
         end
@@ -2179,19 +2175,13 @@ local function cmd_reconcile(keys, args)
     local key = one_key(keys, 'seckill.reconcile')
     local expire, apply, orders, format = false, false, nil, nil
     local o = options(args, 1)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        local w = option_word(word)
+    for w, word in o:words() do
         if w == 'EXPIRE' then
-            o:once('EXPIRE')
-            expire = true
+            expire = o:flag('EXPIRE')
         elseif w == 'APPLY' then
-            o:once('APPLY')
-            apply = true
+            apply = o:flag('APPLY')
         elseif w == 'FORMAT' then
-            o:once('FORMAT')
-            format = format_value(o:value('FORMAT'))
+            format = format_value(o:once_value('FORMAT'))
         elseif w == 'ORDERS' then
             local count, digits = o:number('ORDERS', 1, U64_MAX)
             if not count or count > MAX_ORDERS then
@@ -2377,21 +2367,15 @@ local function cmd_send(keys, args)
     local qty = parse_u64('qty', args[2], 1, MAX_TOTAL)
     local min, tid, round, to = 1, nil, nil, nil
     local o = options(args, 3)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        local w = option_word(word)
+    for w, word in o:words() do
         if w == 'MIN' then
             min = o:number('MIN', 1, MAX_TOTAL)
         elseif w == 'TID' then
-            o:once('TID')
-            tid = parse_id('TID', o:value('TID'))
+            tid = parse_id('TID', o:once_value('TID'))
         elseif w == 'ROUND' then
-            o:once('ROUND')
-            round = parse_round(o:value('ROUND'))
+            round = parse_round(o:once_value('ROUND'))
         elseif w == 'TO' then
-            o:once('TO')
-            to = parse_incarnation(o:value('TO'))
+            to = parse_incarnation(o:once_value('TO'))
         else
             unknown_option(word)
         end
@@ -2535,10 +2519,8 @@ end
 local function count_option(args, pos, default, max)
     local count = default
     local o = options(args, pos)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        if option_word(word) == 'COUNT' then
+    for w, word in o:words() do
+        if w == 'COUNT' then
             count = o:number('COUNT', 1, max)
         else
             unknown_option(word)
@@ -2552,15 +2534,11 @@ local function cmd_draw(keys, args)
     local key = one_key(keys, 'seckill.draw')
     local count, bvalue = DRAW_COUNT, nil
     local o = options(args, 1)
-    while true do
-        local word = o:next_word()
-        if word == nil then break end
-        local w = option_word(word)
+    for w, word in o:words() do
         if w == 'COUNT' then
             count = o:number('COUNT', 1, DRAW_COUNT_MAX)
         elseif w == 'BEACON' then
-            o:once('BEACON')
-            bvalue = o:value('BEACON')
+            bvalue = o:once_value('BEACON')
         else
             unknown_option(word)
         end
