@@ -149,7 +149,8 @@ def cmd_metrics(a: argparse.Namespace) -> int:
     from .pipeline.metrics import LedgerCollector, serve
     from .pipeline.store import open_store
     r = None if a.no_redis else _redis(a.redis)
-    server = serve([LedgerCollector(open_store(a.db), r, group=a.group)], a.port, a.addr)
+    server = serve([LedgerCollector(open_store(a.db), r, group=a.group, sales=a.sales and r is not None)],
+                   a.port, a.addr)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
@@ -272,6 +273,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument('--addr', default='127.0.0.1', help='listen address (default: %(default)s)')
     s.add_argument('--group', default='orders', help="the workers' consumer group (default: %(default)s)")
     s.add_argument('--no-redis', action='store_true', help='the ledger only: no drift, no backlog')
+    s.add_argument('--sales', action='store_true',
+                   help="each ledger sale's report as seckill_sale_* series, as the exporter script "
+                   "gives the module's (for the Functions library, which it cannot list)")
     s.add_argument('--seconds', type=float, help='stop after this long (default: until SIGTERM)')
     s.set_defaults(func=cmd_metrics)
 

@@ -116,3 +116,16 @@ def test_ledger_collector_keeps_no_connection_per_scrape(tmp_path):
         t.start()
         t.join()
     assert len(store._all_conns) <= 1
+
+
+def test_sale_samples():
+    ok = {'remaining': 3, 'pending': 1, 'confirmed': 1, 'expired': 2, 'invariant': 'ok'}
+    assert {s.name: s.value for s in m.sale_samples('s', ok)} == {
+        'seckill_sale_remaining': 3, 'seckill_sale_pending': 1, 'seckill_sale_confirmed': 1,
+        'seckill_sale_expired': 2}
+    assert {s.labels for s in m.sale_samples('s', ok)} == {(('sale', 's'),)}
+    broken = dict(ok, invariant=b'broken', fence=b'fenced')
+    got = {s.name: s.value for s in m.sale_samples('s', broken)}
+    assert (got['seckill_sale_invariant_ok'], got['seckill_sale_fenced']) == (0, 1)
+    assert 'seckill_sale_fenced' not in {s.name for s in m.sale_samples('s', dict(ok, fence='clear'))}
+    assert m.sale_samples('s', None) == []

@@ -15,7 +15,11 @@ kept between scrapes but the last ledger read, for the orders' rate):
   last scrape; with a Redis client, each sale's drift (Redis's confirmed
   minus the ledger's PAID units, Redis's pending minus UNPAID units) and
   the backlog of the workers' group on the sale's own stream (the stream
-  the ledger names, not a guessed one). `python -m seckill metrics --port N`.
+  the ledger names, not a guessed one); with `sales=True`, each sale's
+  report as the seckill_sale_* series the exporter script makes of the
+  module's sales (contrib/monitoring/seckill-exporter.lua): the Functions
+  library keeps no list of sales for a script to read, the ledger names
+  them. `python -m seckill metrics --port N [--sales]`.
 
 The numbers come from plain functions (units_left, ledger_samples,
 drift_samples, order_rate, worker_samples), tested without Redis or a
@@ -65,6 +69,12 @@ HELP = {
     'seckill_pipeline_redis_up': '1 when Redis answered this scrape, else 0',
     'seckill_pipeline_stream_lag': "entries of the sale's stream not delivered to the group yet",
     'seckill_pipeline_stream_pending': "entries of the sale's stream delivered to the group, not acknowledged",
+    'seckill_sale_remaining': 'units the sale has left (its report)',
+    'seckill_sale_pending': 'units held by pending reservations (its report)',
+    'seckill_sale_confirmed': 'units confirmed (its report)',
+    'seckill_sale_expired': 'units released by hold expiry (its report)',
+    'seckill_sale_invariant_ok': "0 when the sale's report says its invariant is broken (absent otherwise)",
+    'seckill_sale_fenced': '1 when the FENCE sale is fenced (absent otherwise)',
     'seckill_worker_batches': 'batches the worker handled',
     'seckill_worker_entries': 'stream entries the worker handled',
     'seckill_worker_acked': 'stream entries the worker acknowledged',
@@ -141,6 +151,28 @@ def drift_samples(sale: str, report: Optional[Mapping[str, Any]],
                kind='pending')]
 
 
+SALE_FIELDS = ('remaining', 'pending', 'confirmed', 'expired')
+
+
+def sale_samples(sale: str, report: Optional[Mapping[str, Any]]) -> List[Sample]:
+    """One sale's report as the exporter script's series: its four numbers,
+    seckill_sale_invariant_ok 0 only when the invariant is broken and
+    seckill_sale_fenced 1 only when fenced, so the same rules and dashboard
+    serve both backends. No report (the key is gone): nothing."""
+    if not report:
+        return []
+    out = [_s('seckill_sale_' + f, int(report.get(f, 0)), sale=sale) for f in SALE_FIELDS]
+    if _text(report.get('invariant')) != 'ok':
+        out.append(_s('seckill_sale_invariant_ok', 0, sale=sale))
+    if _text(report.get('fence')) == 'fenced':
+        out.append(_s('seckill_sale_fenced', 1, sale=sale))
+    return out
+
+
+def _text(v: Any) -> Optional[str]:
+    return v.decode() if isinstance(v, bytes) else v
+
+
 def backlog_samples(prefix: str, sale: str, group: str, pending: int,
                     lag: Optional[int]) -> List[Sample]:
     out = [_s(prefix + '_stream_pending', pending, sale=sale, group=group)]
@@ -210,14 +242,16 @@ class WorkerCollector:
 
 
 class LedgerCollector:
-    """The ledger's orders per sale; with `r`, drift and stream backlog."""
+    """The ledger's orders per sale; with `r`, drift and stream backlog, and
+    with `sales` each sale's report (sale_samples)."""
 
     def __init__(self, store: Any, r: Any = None, group: str = 'orders',
-                 clock: Any = time.monotonic):
+                 clock: Any = time.monotonic, sales: bool = False):
         self.store = store
         self.r = r
         self.group = group
         self.clock = clock
+        self.sales = sales
         self._prev: Optional[Tuple[float, Dict[str, int]]] = None
         self._lock = threading.Lock()
 
@@ -248,7 +282,10 @@ class LedgerCollector:
         out: List[Sample] = []
         try:
             for cfg in sales:
-                out += drift_samples(cfg.key, Sale(self.r, cfg.key).info(), summaries[cfg.key])
+                report = Sale(self.r, cfg.key).info()
+                out += drift_samples(cfg.key, report, summaries[cfg.key])
+                if self.sales:
+                    out += sale_samples(cfg.key, report)
                 if cfg.stream:
                     got = _backlog(self.r, cfg.stream, self.group)
                     if got is not None:
@@ -280,5 +317,5 @@ def serve(collectors: Sequence[Any], port: int, addr: str = '127.0.0.1') -> Any:
 
 
 __all__ = ['Sample', 'units_left', 'orders_created', 'ledger_samples', 'order_rate', 'drift_samples',
-           'backlog_samples', 'worker_samples', 'WorkerCollector', 'LedgerCollector', 'serve',
+           'sale_samples', 'backlog_samples', 'worker_samples', 'WorkerCollector', 'LedgerCollector', 'serve',
            'PAID', 'UNPAID', 'CANCELLED']
