@@ -14,14 +14,14 @@ its distance from created_ms.
 Runs with the module (mk/functions.mk: functions-differential, on Redis
 7.0.15); skipped without it.
 
-A failover here is REPLICAOF to a closed port then REPLICAOF NO ONE: the
-server gets a new replication id, as a promoted replica does, and keeps its
-data (nothing answers on that port), so both sales are fenced at once."""
+A failover here is seckill_helpers.new_replication_id (REPLICAOF to a closed
+port, then REPLICAOF NO ONE): the server gets a new replication id, as a
+promoted replica does, and keeps its data (nothing answers on that port),
+so both sales are fenced at once."""
 
 import os
 import random
 import re
-import socket
 import sys
 import unittest
 
@@ -31,7 +31,7 @@ import redis  # noqa: E402
 from RLTest import Env  # noqa: E402
 
 from seckill_backend import LIBRARY  # noqa: E402
-from seckill_helpers import FUNCTIONS  # noqa: E402
+from seckill_helpers import FUNCTIONS, new_replication_id  # noqa: E402
 
 MOD, LIB = b'm:{k}', b'l:{k}'
 # `<tag>-<seq>-<mac>` (the two backends' macs differ: ids are opaque), and
@@ -113,20 +113,11 @@ class Pair:
         return a, b
 
 
-def _failover(c):
-    """A new replication id for the server, its data kept."""
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        port = s.getsockname()[1]
-    c.execute_command('REPLICAOF', '127.0.0.1', port)
-    c.execute_command('REPLICAOF', 'NO', 'ONE')
-
-
 def _fence_op(p, rng):
     """Sometimes a failover or an UNFENCE (FENCE runs only): whether it made one."""
     y = rng.random()
     if y < 0.01:
-        _failover(p.c)
+        new_replication_id(p.c)
     elif y < 0.04:
         p.both('UNFENCE', [])
     else:

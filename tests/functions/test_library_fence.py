@@ -6,23 +6,22 @@ order of checks, failover, restarts) is tests/integration/test_fence.py's,
 on both backends.
 
 A single server is fenced here without a replica: REPLICAOF to a closed
-port then REPLICAOF NO ONE gives it a new replication id, as a promotion
-does (the data stays: nothing ever answers on that port)."""
+port then REPLICAOF NO ONE (seckill_helpers.new_replication_id) gives it a
+new replication id, as a promotion does (the data stays: nothing ever
+answers on that port)."""
 
 import os
-import socket
 import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'integration'))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'bench'))
 
 import redis  # noqa: E402
-from local_server import local_server  # noqa: E402
 from RLTest.env import Defaults  # noqa: E402
 
-from seckill_helpers import digest, info, reserve  # noqa: E402
+from seckill_backend import load_library  # noqa: E402
+from seckill_helpers import OwnServer, digest, info, new_replication_id, reserve, wait_for  # noqa: E402
 from test_library import _aof_commands, _draw_sale, _entrants, _env, _init, _raw, _wait_end, fcall  # noqa: E402
 
 META_BYTES = 23 * 8
@@ -32,17 +31,10 @@ def _replid(c):
     return c.info('replication')['master_replid']
 
 
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def _new_replid(env, c):
     """Gives the server a new replication id, as a promotion does."""
     old = _replid(c)
-    c.execute_command('REPLICAOF', '127.0.0.1', _closed_port())
-    c.execute_command('REPLICAOF', 'NO', 'ONE')
+    new_replication_id(c)
     env.assertNotEqual(_replid(c), old)
     return _replid(c)
 
@@ -160,16 +152,22 @@ def test_fence_needs_info_on_the_server():
     nothing; sales without FENCE never miss it. (A server of its own:
     RLTest itself needs INFO.)"""
     env, _ = _env()
-    with local_server(Defaults.binary, args=('--rename-command', 'INFO', '')) as c:
+    srv = OwnServer(Defaults.binary, '--rename-command', 'INFO', '', prefix='seckill-noinfo-')
+    try:
+        env.assertTrue(wait_for(srv.ping, timeout=10), message=srv.read_log())
+        c = srv.conn
+        load_library(c)
         try:
             c.execute_command(*fcall('init', 'f:{1}', 10, 'FENCE'))
             env.assertTrue(False, message='INIT ... FENCE was accepted')
         except redis.ResponseError as e:
             env.assertContains('a FENCE sale needs INFO, and this server has no INFO command', str(e))
         env.assertEqual(c.exists('f:{1}'), 0)
-        env.assertEqual(c.execute_command(*fcall('init', 'p:{1}', 10)), b'OK')
-        env.assertEqual(c.execute_command(*fcall('reserve', 'p:{1}', 'u1'))[0], b'RESERVED')
-        env.assertEqual(c.execute_command(*fcall('unfence', 'p:{1}')), b'NOT_FENCED')
+        env.assertEqual(c.execute_command(*fcall('init', 'p:{1}', 10)), 'OK')
+        env.assertEqual(c.execute_command(*fcall('reserve', 'p:{1}', 'u1'))[0], 'RESERVED')
+        env.assertEqual(c.execute_command(*fcall('unfence', 'p:{1}')), 'NOT_FENCED')
+    finally:
+        srv.stop()
 
 
 def test_waitlist_waits_while_fenced():

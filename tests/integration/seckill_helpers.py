@@ -286,6 +286,14 @@ def is_valkey_8_1(conn):
     return name == 'valkey' and version[:2] == (8, 1)
 
 
+def new_replication_id(conn):
+    """Gives the server a new replication id and keeps its data, as a
+    promotion does: a replica of port 1, where nothing listens (so nothing
+    is synced or flushed), then a master again."""
+    conn.execute_command('REPLICAOF', '127.0.0.1', 1)
+    conn.execute_command('REPLICAOF', 'NO', 'ONE')
+
+
 def free_port(cluster_bus=False):
     """A free port below 55535, never 6379; with cluster_bus, its cluster
     bus port (port + 10000) is free too."""

@@ -12,7 +12,7 @@ import time
 import redis
 from RLTest import Env
 
-from seckill_helpers import replica_caught_up, SALE_TYPE, conn_address, is_valkey_8_1, seckill_stats, wait_for
+from seckill_helpers import replica_caught_up, SALE_TYPE, conn_address, is_valkey_8_1, new_replication_id, seckill_stats, wait_for
 
 # Pages a listing may take in these tests (a bound on every loop).
 MAX_PAGES = 5000
@@ -297,10 +297,8 @@ def test_with_counts_follow_each_sales_report():
         env.assertEqual(counts[:4], [info['remaining'], info['pending'], info['confirmed'], info['expired']], message=key)
         env.assertEqual(counts[4], 1 if info['invariant'] == 'ok' else 0, message=key)
     env.assertEqual([rows['a'], rows['b'], rows['f']], [[7, 1, 2, 0, 1, 0], [5, 0, 0, 2, 1, 0], [3, 0, 0, 0, 1, 0]])
-    # A FENCE sale on a promoted server (a new replication id) is fenced:
-    # made a replica of a port nobody listens on (1), then promoted again.
-    c.execute_command('REPLICAOF', '127.0.0.1', 1)
-    c.execute_command('REPLICAOF', 'NO', 'ONE')
+    # A FENCE sale on a promoted server (a new replication id) is fenced.
+    new_replication_id(c)
     env.assertTrue(wait_for(lambda: c.execute_command('SECKILL.SALES', 0, 'WITHCOUNTS')[1][-1] == 1, timeout=5))
     env.assertEqual(c.execute_command('SECKILL.SALES', 0, 'COUNT', 2, 'WITHCOUNTS'), ['>f', ['a', 7, 1, 2, 0, 1, 0, 'b', 5, 0, 0, 2, 1, 0]])
     env.assertEqual(c.execute_command('SECKILL.SALES', 0), ['0', ['a', 'b', 'f']])

@@ -21,11 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -35,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
 
 from seckill import draw as d  # noqa: E402
 from seckill import protocol as p  # noqa: E402
+from seckill.testing import RedisServer  # noqa: E402
 
 FORMAT = 1
 
@@ -405,40 +403,19 @@ SCENARIOS = {
 # ---------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+class Server(RedisServer):
+    """seckill.testing's RedisServer (a free port; a folder of its own, so a
+    replica's sync never meets its master's files) with a raw Conn on it."""
+
+    def start(self) -> 'Server':
+        super().start()
+        self.conn = Conn(self.port)
+        return self
 
 
-class Server:
-    def __init__(self, binary: str, module: Optional[str], workdir: str):
-        self.port = free_port()
-        # A folder of its own: a replica's sync must not meet its master's files.
-        workdir = tempfile.mkdtemp(dir=workdir)
-        args = [binary, '--port', str(self.port), '--save', '', '--appendonly', 'no',
-                '--dir', workdir, '--enable-debug-command', 'yes']
-        if module:
-            args += ['--loadmodule', module]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.conn = Conn(self.port)
-                self.conn.call('PING')
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise RuntimeError('%s did not start on port %d' % (binary, self.port))
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+def start_server(binary: str, module: Optional[str]) -> Server:
+    """The module's server, or with `module` None a plain one for the library."""
+    return Server(module=module, binary=binary, load_module=module is not None).start()
 
 
 def fence_supported(c: Conn, backend: str) -> bool:
@@ -458,15 +435,14 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(ROOT, 'functions', 'seckill.lua')) as f:
         lua = f.read()
-    tmp = tempfile.mkdtemp(prefix='seckill-vectors-')
-    servers = {'module': Server(args.server, args.module, tmp),
-               'functions': Server(args.server, None, tmp)}
+    servers = {'module': start_server(args.server, args.module),
+               'functions': start_server(args.server, None)}
     replicas: List[Server] = []
 
     def promoted(backend: str, proto: int) -> Conn:
         """A new replica of the backend's server, synced, then promoted."""
         master = servers[backend]
-        rep = Server(args.server, args.module if backend == 'module' else None, tmp)
+        rep = start_server(args.server, args.module if backend == 'module' else None)
         replicas.append(rep)
         rep.conn.call('REPLICAOF', '127.0.0.1', master.port)
         deadline = time.monotonic() + 10
@@ -512,7 +488,6 @@ def main() -> int:
     finally:
         for s in replicas + list(servers.values()):
             s.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
