@@ -1,6 +1,6 @@
 """Draw sales at scale in a real redis-server: ENTER and DRAW per call, from SLOWLOG.
 
-Starts its own server (a unix socket, no TCP port) with the module, registers
+Starts its own server (local_server.own_server) with the module, registers
 N entrants (pipelined), waits for the end of registration and draws with
 COUNT 1000 until the draw is complete, with and without a stream. Prints the
 mean and the slowest calls as SLOWLOG timed them (the command alone, in
@@ -14,33 +14,11 @@ both are the machine's, at positions that change from run to run.
 
 import argparse
 import os
-import subprocess
-import tempfile
 import time
 
-import redis
+from local_server import own_server
 
 PIPELINE = 10000
-
-
-def start(module):
-    sock = os.path.join(tempfile.mkdtemp(prefix='bench-draw-'), 'redis.sock')
-    proc = subprocess.Popen(['redis-server', '--port', '0', '--unixsocket', sock, '--save', '', '--appendonly', 'no',
-                             '--loadmodule', module, '--slowlog-log-slower-than', '0',
-                             '--slowlog-max-len', '2000000'], stdout=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(sock):
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError('redis-server did not start')
-        time.sleep(0.05)
-    conn = redis.Redis(unix_socket_path=sock)
-    while True:
-        try:
-            conn.ping()
-            return proc, conn
-        except redis.ConnectionError:
-            time.sleep(0.05)
 
 
 def server_ms(conn):
@@ -76,8 +54,9 @@ def main():
     ap.add_argument('--entrants', type=int, default=1000000)
     args = ap.parse_args()
     n = args.entrants
-    proc, conn = start(os.path.abspath(args.module))
-    try:
+    # SLOWLOG keeps every call: its durations are the figures.
+    with own_server(args=['--loadmodule', os.path.abspath(args.module), '--slowlog-log-slower-than', '0',
+                          '--slowlog-max-len', '2000000']) as conn:
         rows = []
         for stream in (False, True):
             key = 'd:{%d}' % stream
@@ -104,9 +83,6 @@ def main():
         print('| call | calls | mean | median | slowest | three slowest (slowlog id) |')
         print('|---|---:|---:|---:|---:|---|')
         print('\n'.join(rows))
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 if __name__ == '__main__':

@@ -1,7 +1,8 @@
-"""A throw-away server for the library's measuring scripts (bench_reserve.py,
-measure_memory.py) and tests/functions/test_library_fence.py: started on a
-free port (never 6379) in a temporary folder with the library loaded,
-stopped by pid when done."""
+"""The bench's throw-away servers: `free_port` (never 6379), for every
+bench script that starts its own; `own_server`, a server on a free port in
+a temporary folder, stopped by pid when done (bench/draw.py's, with the
+module); `local_server`, the same with the library loaded (bench_reserve.py,
+measure_memory.py)."""
 
 import contextlib
 import os
@@ -27,10 +28,11 @@ def free_port():
 
 
 @contextlib.contextmanager
-def local_server(server='redis-server', library=LIBRARY, args=()):
-    """Yields a connection to a new server with `library` loaded (`args`:
-    more of the server's command-line options)."""
-    folder = tempfile.mkdtemp(prefix='seckill-fn-')
+def own_server(server='redis-server', args=()):
+    """Yields a connection (bytes replies) to a new server on a free port in
+    a temporary folder, no persistence; `args`: more of the server's
+    command-line options (a module to load, SLOWLOG settings)."""
+    folder = tempfile.mkdtemp(prefix='seckill-bench-')
     port = free_port()
     proc = subprocess.Popen([server, '--port', str(port), '--save', '', '--appendonly', 'no', '--dir', folder,
                              *args],
@@ -43,8 +45,6 @@ def local_server(server='redis-server', library=LIBRARY, args=()):
                 break
             except redis.ConnectionError:
                 time.sleep(0.05)
-        with open(library, 'rb') as f:
-            c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
         yield c
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -53,3 +53,12 @@ def local_server(server='redis-server', library=LIBRARY, args=()):
         except subprocess.TimeoutExpired:
             proc.kill()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def local_server(server='redis-server', library=LIBRARY, args=()):
+    """own_server with `library` loaded."""
+    with own_server(server, args) as c:
+        with open(library, 'rb') as f:
+            c.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
+        yield c
