@@ -9,103 +9,27 @@ INFO commandstats, measures memory and RDB times of a 1,000,000-reservation
 sale, and writes bench/reports/REPORT.md with bench/reports/chart.svg. Prints the table too.
 No pass/fail: the figures are for reading, as ratios within this one run.
 
-The backend column (issue 16): the same server also has the Functions
-library (functions/seckill.lua) loaded, and paired alternating rounds
-measure the module, the library and seed script A side by side: ops/s and
-server CPU per call of RESERVE, RESERVE + STREAM and a sold-out RESERVE,
-memory per reservation at 1M, and the time to expire 100k due holds (the
-module's timer; the library's seckill_expire called until none is due) with
-the worst PING a separate client sees meanwhile.
+Then the backend column on the same server (bench/backends.py, which
+`make bench-backends` runs alone): the module, the Functions library and
+the seed scripts in paired rounds, expiry of 100k holds, and where the
+library's time and memory go (bench/library_floor.py).
 """
 
 import argparse
-import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 
-import redis
+import backends
+from bench_common import (BIG, REPORT, ROOT, SCRIPT_A, SCRIPT_B, SCRIPT_ROLLBACK, benchmark, server_cpu_ns,
+                          start_server, usec_per_call)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-MODULE = os.path.join(ROOT, 'target', 'release', 'libredis_seckill.so')
-LIBRARY = os.path.join(ROOT, 'functions', 'seckill.lua')
-
-# The seed scripts (../shared/seeds): (A) buyer set + stock, (B) the same
-# with the reservation appended to a stream, and the capped rollback.
-SCRIPT_A = """
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return -1 end
-local left = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if left < tonumber(ARGV[2]) then return 0 end
-redis.call('DECRBY', KEYS[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('EXPIRE', KEYS[2], 86400)
-return left - tonumber(ARGV[2])
-"""
-SCRIPT_B = SCRIPT_A.replace(
-    "return left -",
-    "redis.call('XADD', KEYS[3], '*', 'reservation_id', ARGV[3], 'user_id', ARGV[1])\nreturn left -")
-SCRIPT_ROLLBACK = """
-local stock = tonumber(redis.call('GET', KEYS[1]) or 0)
-local maxStock = tonumber(ARGV[2])
-local rollback = tonumber(ARGV[1])
-if stock + rollback > maxStock then redis.call('SET', KEYS[1], maxStock)
-else redis.call('INCRBY', KEYS[1], rollback) end
-return 1
-"""
-
-BIG = 10 ** 12
+__all__ = ['SCRIPT_A', 'SCRIPT_B']   # (bench_reserve.py imports SCRIPT_A from here)
 NATIVE = ('SADD new member', 'XADD', 'HMGET 3 fields')
-ROOT = os.path.dirname(HERE)
 # Pending reservations made before RELEASE / CONFIRM runs (REQIDs 000000000000 ...).
 PREFILL = 200_000
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, port, workdir, module):
-        self.port = port
-        log = open(os.path.join(workdir, 'redis.log'), 'w')
-        self.proc = subprocess.Popen(
-            ['taskset', '-c', '0', 'redis-server', '--port', str(port), '--bind', '127.0.0.1',
-             '--save', '', '--appendonly', 'no', '--dir', workdir, '--dbfilename', 'bench.rdb',
-             '--enable-debug-command', 'local', '--loadmodule', module],
-            stdout=log, stderr=subprocess.STDOUT)
-        self.conn = redis.Redis(port=port, decode_responses=True)
-        for _ in range(100):
-            try:
-                self.conn.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise SystemExit('redis-server did not start; see %s/redis.log' % workdir)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
-
-
-def benchmark(port, args, requests, pipeline, keyspace):
-    """One redis-benchmark run; returns ops/s."""
-    cmd = ['taskset', '-c', '1', 'redis-benchmark', '-p', str(port), '-c', '50', '-n', str(requests),
-           '-P', str(pipeline), '-r', str(keyspace), '--csv'] + [str(a) for a in args]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    last = [line for line in out.splitlines() if line.startswith('"') and 'rps' not in line][-1]
-    return float(last.split('","')[1])
-
-
-def usec_per_call(conn, command):
-    stats = conn.info('commandstats')
-    entry = stats.get('cmdstat_' + command.lower())
-    return entry['usec_per_call'] if entry else float('nan')
 
 
 class Scenario:
@@ -188,12 +112,6 @@ def scenarios(conn):
     ]
 
 
-def server_cpu_ns(pid):
-    """CPU time of the server's main thread (the event loop) so far, in ns."""
-    with open('/proc/%d/schedstat' % pid) as f:
-        return int(f.read().split()[0])
-
-
 # The judges of issue 9, measured in paired rounds: each round runs these
 # back to back on fresh keys, and a ratio is taken within the round, so a
 # neighbour's load that comes and goes moves both sides of it together.
@@ -245,10 +163,9 @@ def paired_ratios(rounds):
     return out
 
 
-def build_loadgen(workdir, prebuilt=None):
-    """The workspace member bench/loadgen, built by cargo (`workdir` unused:
-    cargo keeps it in target/release); `prebuilt`: a loadgen binary to use
-    instead (no build)."""
+def build_loadgen(prebuilt=None):
+    """The workspace member bench/loadgen, built by cargo (in
+    target/release); `prebuilt`: a loadgen binary to use instead (no build)."""
     if prebuilt:
         return prebuilt
     subprocess.run(['cargo', 'build', '--release', '-q', '-p', 'loadgen'], cwd=ROOT, check=True)
@@ -368,7 +285,7 @@ def ratios(by):
     ]
 
 
-def report(results, mem, lat, paired, args, bk=None):
+def report(results, mem, lat, paired, args, backend_lines=()):
     by = {sc.name: sc for sc in results}
     a, b, incr = by['script A: reserve'], by['script B: reserve + XADD'], by['INCR (one key)']
     lines = ['# Benchmark report', '',
@@ -430,8 +347,7 @@ def report(results, mem, lat, paired, args, bk=None):
               '|---|---:|---:|---:|---:|---:|---:|']
     for row in lat:
         lines.append('| {name} | {achieved:,} | {p50:,} | {p99:,} | {p999:,} | {max:,} | {errors} |'.format(**row))
-    if bk is not None:
-        lines += backend_report(bk, args)
+    lines += backend_lines
     lines += ['', '## Targets', '', '| target | measured | met |', '|---|---:|---|']
     for name, value, bound, op in targets:
         met = value >= bound if op == '≥' else value <= bound
@@ -439,384 +355,26 @@ def report(results, mem, lat, paired, args, bk=None):
     return '\n'.join(lines) + '\n'
 
 
-# -- The backend column (issue 16): the module, the Functions library and
-# seed script A on the same server, in paired alternating rounds. ----------
-
-BACKENDS = ('module', 'library', 'script A')
-KINDS = ('RESERVE', 'RESERVE + STREAM', 'RESERVE: sold out')
-
-
-def load_library(conn, path):
-    """FUNCTION LOAD REPLACE of the library; its version."""
-    with open(path) as f:
-        conn.execute_command('FUNCTION', 'LOAD', 'REPLACE', f.read())
-    return conn.execute_command('FCALL_RO', 'seckill_version', 1, 'seckill:probe')
-
-
-def _sale_cmd(backend, name, key, *args, stream=None):
-    """SECKILL.NAME key args... as the backend takes it: the library's call
-    declares the sale's stream (docs/managed-redis.md, "Calling it")."""
-    if backend == 'module':
-        return ['SECKILL.' + name.upper(), key, *args]
-    keys = [key, stream] if stream and name not in ('info', 'get') else [key]
-    return ['FCALL_RO' if name in ('info', 'get') else 'FCALL', 'seckill_' + name, len(keys), *keys, *args]
-
-
-def _info(conn, backend, key):
-    reply = conn.execute_command(*_sale_cmd(backend, 'info', key))
-    return reply if isinstance(reply, dict) else dict(zip(reply[0::2], reply[1::2]))
-
-
-def backend_case(conn, shas, backend, kind):
-    """(setup, redis-benchmark args, commandstats name) of one cell."""
-    user = 'u__rand_int__'
-    stream = kind == 'RESERVE + STREAM'
-    total = 0 if kind == 'RESERVE: sold out' else BIG
-    if backend == 'script A':   # with STREAM: script B, A + XADD
-        keys = ['stock:{b}', 'buyers:{b}'] + (['events:{b}'] if stream else [])
-
-        def setup(c):
-            c.delete('stock:{b}', 'buyers:{b}', 'events:{b}')
-            c.set('stock:{b}', total)
-        args = ['EVALSHA', shas['B' if stream else 'A'], len(keys), *keys, user, 1] + \
-            (['r__rand_int__'] if stream else [])
-        return setup, args, 'evalsha'
-    key = 'sale:{b}' if backend == 'module' else 'lib:{b}'
-
-    def setup(c):
-        c.delete(key, key + ':ev')
-        c.execute_command(*_sale_cmd(backend, 'init', key, total, 'LIMIT', 10 ** 6,
-                                     *(['STREAM', key + ':ev'] if stream else []),
-                                     stream=stream and key + ':ev'))
-    return setup, _sale_cmd(backend, 'reserve', key, user, stream=stream and key + ':ev'), (
-        'seckill.reserve' if backend == 'module' else 'fcall')
-
-
-def backend_rounds(srv, rounds, requests):
-    """rows[round][(backend, kind)] = (ops/s, server CPU ns per call,
-    commandstats usec_per_call). Within a round each kind runs on the three
-    backends back to back, in the reverse order every other round."""
-    c = srv.conn
-    shas = {'A': c.script_load(SCRIPT_A), 'B': c.script_load(SCRIPT_B)}
-    out = []
-    for i in range(rounds):
-        row = {}
-        for kind in KINDS:
-            for backend in (BACKENDS if i % 2 == 0 else BACKENDS[::-1]):
-                setup, args, command = backend_case(c, shas, backend, kind)
-                setup(c)
-                c.config_resetstat()
-                before = server_cpu_ns(srv.proc.pid)
-                ops = benchmark(srv.port, args, requests, 16, 100_000_000)
-                ns = (server_cpu_ns(srv.proc.pid) - before) / requests
-                row[(backend, kind)] = (ops, ns, usec_per_call(c, command))
-                print('round %d %-18s %-9s %10s ops/s %8.0f ns/call' % (
-                    i + 1, kind, backend, '{:,.0f}'.format(ops), ns), flush=True)
-        c.flushall()
-        out.append(row)
-    return out
-
-
-def backend_memory(srv, count):
-    """used_memory delta and MEMORY USAGE per reservation of `count`
-    reservations (users u0 ..., generated ids, no stream) per backend."""
-    c = srv.conn
-    sha = c.script_load(SCRIPT_A)
-    out = {}
-    for backend in BACKENDS:
-        c.flushall()
-        base = c.info('memory')['used_memory']
-        if backend == 'script A':
-            c.set('stock:{m}', BIG)
-            keys = ['stock:{m}', 'buyers:{m}']
-        else:
-            c.execute_command(*_sale_cmd(backend, 'init', 'mem:{m}', BIG, 'LIMIT', 1))
-            keys = ['mem:{m}']
-        pipe = c.pipeline(transaction=False)
-        for n in range(count):
-            if backend == 'script A':
-                pipe.evalsha(sha, 2, 'stock:{m}', 'buyers:{m}', 'u%d' % n, 1)
-            else:
-                pipe.execute_command(*_sale_cmd(backend, 'reserve', 'mem:{m}', 'u%d' % n))
-            if n % 10000 == 9999:
-                pipe.execute()
-        pipe.execute()
-        used = c.info('memory')['used_memory'] - base
-        usage = sum(c.memory_usage(k, samples=0) or 0 for k in keys)
-        if backend == 'script A':
-            assert c.scard('buyers:{m}') == count
-        else:
-            info = _info(c, backend, 'mem:{m}')
-            assert int(info['reservations']) == count and info['invariant'] == 'ok', info
-        out[backend] = {'used': used / count, 'usage': usage / count}
-        print('memory %-9s %.1f B per reservation (used_memory), %.1f B (MEMORY USAGE)' % (
-            backend, used / count, usage / count), flush=True)
-    c.flushall()
-    return out
-
-
-def _pinger(port, stop, conn, cpu):
-    """A separate client (its own process, on CPU `cpu`): PING back to
-    back until `stop`; then receives (t0, t1) and answers the worst and the
-    count of the PINGs sent in [t0, t1], and the worst in the second
-    before t0 (the idle floor)."""
-    os.sched_setaffinity(0, {cpu})
-    r = redis.Redis(port=port)
-    samples = []
-    while not stop.is_set():
-        t = time.monotonic()
-        r.ping()
-        samples.append((t, time.monotonic() - t))
-    t0, t1 = conn.recv()
-    during = [d for t, d in samples if t0 <= t <= t1]
-    idle = [d for t, d in samples if t0 - 1.0 <= t < t0]
-    during.sort()
-    p99 = during[int(len(during) * 0.99)] if during else float('nan')
-    conn.send((max(during, default=float('nan')), len(during), max(idle, default=float('nan')), p99))
-
-
-class Pinger:
-    def __init__(self, port):
-        ctx = multiprocessing.get_context('fork')
-        self.stop = ctx.Event()
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_pinger, args=(port, self.stop, child, 1), daemon=True)
-        self.proc.start()
-
-    def result(self, t0, t1):
-        """(worst PING s in [t0, t1], PINGs in it, worst PING s in the second
-        before, p99 PING s in [t0, t1])."""
-        self.stop.set()
-        self.conn.send((t0, t1))
-        out = self.conn.recv()
-        self.proc.join(10)
-        return out
-
-
-def _server_ms(c):
-    s, us = c.time()
-    return s * 1000 + us // 1000
-
-
-def expire_round(srv, backend, holds, hold_ms, count):
-    """One sale with `holds` pending holds (a stream, as the order pipeline
-    has) that all fall due, then released: the module by its timer (held
-    off with CLIENT PAUSE WRITE until every hold is due), the library by
-    FCALL seckill_expire key `count` until a call answers that none is
-    due (`more` 0). Returns (seconds from the start to none pending, worst PING s,
-    PINGs meanwhile, worst PING s of the idle second before, calls, p99
-    PING s meanwhile)."""
-    c = srv.conn
-    c.flushall()
-    key = 'exp:{e}'
-    c.execute_command(*_sale_cmd(backend, 'init', key, BIG, 'LIMIT', 1, 'HOLD', hold_ms,
-                                 'STREAM', key + ':ev', stream=key + ':ev'))
-    pipe = c.pipeline(transaction=False)
-    for n in range(holds):
-        pipe.execute_command(*_sale_cmd(backend, 'reserve', key, 'u%d' % n, stream=key + ':ev'))
-        if n % 10000 == 9999:
-            pipe.execute()
-    pipe.execute()
-    if backend == 'module':   # the timer writes nothing while writes are paused
-        c.execute_command('CLIENT', 'PAUSE', 10 * hold_ms + 60_000, 'WRITE')
-    due = _server_ms(c) + hold_ms + 20
-    info = _info(c, backend, key)
-    if int(info['expired']) or int(info['pending']) != holds:
-        raise FillTooSlow('holds ran out while the sale was filled (%s)' % info)
-    pinger = Pinger(srv.port)
-    while _server_ms(c) < due:
-        time.sleep(0.05)
-    time.sleep(1.0)     # the pinger's idle second
-    calls = 0
-    t0 = time.monotonic()
-    if backend == 'module':
-        c.execute_command('CLIENT', 'UNPAUSE')
-        while int(_info(c, backend, key)['pending']):
-            time.sleep(0.002)
-    else:
-        while True:
-            calls += 1
-            released, more = c.execute_command('FCALL', 'seckill_expire', 2, key, key + ':ev', count)
-            if not int(more):
-                break
-    t1 = time.monotonic()
-    worst, pings, idle, p99 = pinger.result(t0, t1)
-    info = _info(c, backend, key)
-    assert int(info['pending']) == 0 and int(info['expired']) == holds, info
-    assert c.xlen(key + ':ev') == 2 * holds
-    print('expire %-8s %d holds in %.3f s (%d calls), worst PING %.2f ms of %d, p99 %.2f ms '
-          '(idle: worst %.2f ms)' % (backend, holds, t1 - t0, calls, worst * 1000, pings, p99 * 1000,
-                                     idle * 1000), flush=True)
-    c.flushall()
-    return t1 - t0, worst, pings, idle, calls, p99
-
-
-class FillTooSlow(Exception):
-    """Filling the expiry sale took longer than its HOLD (a loaded machine)."""
-
-
-def expire_rounds(srv, rounds, holds, args):
-    """Paired rounds of expire_round; a round whose fill outlasted the HOLD
-    runs again with the HOLD doubled (args.expire_hold_ms: the one used)."""
-    out = []
-    for i in range(rounds):
-        row = {}
-        for backend in (('module', 'library') if i % 2 == 0 else ('library', 'module')):
-            while True:
-                try:
-                    row[backend] = expire_round(srv, backend, holds, args.expire_hold_ms,
-                                                args.expire_count)
-                    break
-                except FillTooSlow as exc:
-                    if args.expire_hold_ms >= 320_000:
-                        raise
-                    args.expire_hold_ms *= 2
-                    print('expire %s: %s; again with HOLD %d ms' % (backend, exc, args.expire_hold_ms),
-                          flush=True)
-        out.append(row)
-    return out
-
-
-def _med(values):
-    return statistics.median(values), min(values), max(values)
-
-
-def backend_report(bk, args):
-    """The backend section of REPORT.md."""
-    rounds, mem, exp = bk['rounds'], bk['memory'], bk['expire']
-
-    def cell(backend, kind, i):
-        return statistics.median(r[(backend, kind)][i] for r in rounds)
-
-    def ratio(a, b, kind, i):
-        return _med([r[(a, kind)][i] / r[(b, kind)][i] for r in rounds])
-
-    def fmt_ratio(m):
-        return '%.2f (%.2f–%.2f)' % m
-
-    lines = ['', '## Backends: the module, the Functions library, seed script A', '',
-             'The same redis-server %s, with the module loaded and the Functions library'
-             ' (`functions/seckill.lua` %s, `FUNCTION LOAD`) beside it. %d paired rounds: in each round every'
-             ' call runs on the three backends back to back (%s requests each, redis-benchmark `-P 16 -c 50`,'
-             ' fresh keys, new buyers; the order reversed every other round), and each ratio is taken within'
-             ' its round: the table gives the median of the per-round figures and of the per-round ratios'
-             ' (lowest–highest). Script A has no stream: its RESERVE + STREAM is seed script B (A + `XADD`).'
-             ' Server CPU per call: the event loop thread\'s CPU time (`/proc/<pid>/schedstat`) over the run'
-             ' ÷ calls; `usec_per_call`: `INFO commandstats` (`seckill.reserve`, `fcall`, `evalsha`), the'
-             ' wall time inside the call, which also counts time the server thread waited for the CPU (the'
-             ' machine\'s two cores are shared: load average %s at the start of the run, %s at its end), so'
-             ' the CPU rows are the steadier ones. Ratio columns divide the row\'s own figures: module ÷'
-             ' library > 1 on ops/s, < 1 on costs, means the module is ahead.'
-             % (args.redis_version, args.library_version, len(rounds), '{:,}'.format(args.backend_requests),
-                args.load_start, args.load_end),
-             '',
-             '| figure | module | library | script A | module ÷ library | library ÷ script A |',
-             '|---|---:|---:|---:|---:|---:|']
-    for kind in KINDS:
-        lines.append('| %s ops/s | %s | %s | %s | %s | %s |' % (
-            kind, *('{:,.0f}'.format(cell(b, kind, 0)) for b in BACKENDS),
-            fmt_ratio(ratio('module', 'library', kind, 0)), fmt_ratio(ratio('library', 'script A', kind, 0))))
-    for kind in KINDS:
-        lines.append('| %s server CPU µs/call | %.2f | %.2f | %.2f | %s | %s |' % (
-            kind, *(cell(b, kind, 1) / 1000 for b in BACKENDS),
-            fmt_ratio(ratio('module', 'library', kind, 1)), fmt_ratio(ratio('library', 'script A', kind, 1))))
-    for kind in KINDS:
-        lines.append('| %s usec_per_call | %.2f | %.2f | %.2f | %s | %s |' % (
-            kind, *(cell(b, kind, 2) for b in BACKENDS),
-            fmt_ratio(ratio('module', 'library', kind, 2)), fmt_ratio(ratio('library', 'script A', kind, 2))))
-    for field, label in (('used', 'used_memory delta'), ('usage', 'MEMORY USAGE')):
-        m = {b: mem[b][field] for b in BACKENDS}
-        lines.append('| bytes per reservation at %s, %s | %.1f | %.1f | %.1f | %.2f | %.2f |' % (
-            '{:,}'.format(args.backend_sale_size), label, m['module'], m['library'], m['script A'],
-            m['module'] / m['library'], m['library'] / m['script A']))
-    e_time = {b: _med([r[b][0] for r in exp]) for b in ('module', 'library')}
-    e_ping = {b: _med([r[b][1] for r in exp]) for b in ('module', 'library')}
-    lines.append('| expire %s due holds, s | %.3f | %.3f | | %s | |' % (
-        '{:,}'.format(args.expire_holds), e_time['module'][0], e_time['library'][0],
-        fmt_ratio(_med([r['module'][0] / r['library'][0] for r in exp]))))
-    lines.append('| worst PING meanwhile, ms | %.2f | %.2f | | %s | |' % (
-        e_ping['module'][0] * 1000, e_ping['library'][0] * 1000,
-        fmt_ratio(_med([r['module'][1] / r['library'][1] for r in exp]))))
-    lines += ['', 'Memory: %s reservations per backend on an empty server (users `u0` … , generated ids, no'
-              ' stream, LIMIT 1; script A: the stock key and the buyers set), filled through a pipeline;'
-              ' `used_memory` after minus before, ÷ reservations.' % '{:,}'.format(args.backend_sale_size),
-              '',
-              'Expiry, %d paired rounds: a sale with HOLD %d ms, a stream, and %s pending holds made through a'
-              ' pipeline; once every hold is due, the clock starts. The module: its timer (held off until then'
-              ' by `CLIENT PAUSE WRITE`, which it obeys; the clock starts at `CLIENT UNPAUSE`) until'
-              ' `SECKILL.INFO` shows none pending (polled every 2 ms). The library: `FCALL seckill_expire 2 key'
-              ' stream %d` back to back until a call answers that none is due (what the order worker does). Every'
-              ' release writes its `expired` stream entry. Meanwhile a separate client (its own process, on'
-              ' CPU 1) sends PING back to back; the row is the worst round trip of the PINGs sent in that time'
-              ' (idle, the second before: %s ms).'
-              % (len(exp), args.expire_hold_ms, '{:,}'.format(args.expire_holds), args.expire_count,
-                 ', '.join('%.2f' % (r[b][3] * 1000) for r in exp for b in ('module', 'library'))), '',
-              '| expiry round | module s | module PING worst / p99 ms (PINGs) | library s | library calls |'
-              ' library PING worst / p99 ms (PINGs) |',
-              '|---|---:|---:|---:|---:|---:|']
-    for i, r in enumerate(exp):
-        m, lib = r['module'], r['library']
-        lines.append('| %d | %.3f | %.2f / %.2f (%d) | %.3f | %d | %.2f / %.2f (%d) |' % (
-            i + 1, m[0], m[1] * 1000, m[5] * 1000, m[2], lib[0], lib[4], lib[1] * 1000, lib[5] * 1000,
-            lib[2]))
-    res = ratio('module', 'library', 'RESERVE', 0)
-    lib_a = ratio('library', 'script A', 'RESERVE', 0)
-    lines += ['', 'Issue 16 expects:', '',
-              '| expectation | measured (median of rounds) | met |', '|---|---:|---|',
-              '| module ≥ 3× the library on RESERVE (ops/s) | %.2f× | %s |' % (res[0], 'yes' if res[0] >= 3 else '**no**'),
-              '| library no slower than script A on RESERVE (ops/s) | %.2f× | %s |' % (
-                  lib_a[0], 'yes' if lib_a[0] >= 1 else '**no**'),
-              '', 'Reproduce: `%s` (`make bench` runs `bench/bench.py --module $(MODULE) $(BENCH_ARGS)`;'
-              ' the figures of another run differ, their ratios much less).' % args.command]
-    return lines
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument('--reps', type=int, default=3)
     p.add_argument('--requests', type=int, default=300_000)
     p.add_argument('--sale-size', type=int, default=1_000_000)
-    p.add_argument('--out', default=os.path.join(HERE, 'reports', 'REPORT.md'))
+    p.add_argument('--out', default=REPORT)
     p.add_argument('--rate', type=int, default=20_000, help='offered ops/s of the latency-under-load table')
     p.add_argument('--clients', type=int, default=200)
     p.add_argument('--seconds', type=int, default=6)
     p.add_argument('--rounds', type=int, default=9, help='paired rounds of the ratio judges')
     p.add_argument('--paired-requests', type=int, default=200_000)
-    p.add_argument('--module', default=MODULE, help='the module to measure (default: the release build)')
-    p.add_argument('--library', default=LIBRARY, help='the Functions library to measure beside it')
     p.add_argument('--loadgen', help='a built bench/loadgen binary (default: cargo builds it)')
-    p.add_argument('--backend-rounds', type=int, default=5, help='paired rounds of the backend column')
-    p.add_argument('--backend-requests', type=int, default=200_000)
-    p.add_argument('--backend-sale-size', type=int, default=1_000_000)
-    p.add_argument('--expire-holds', type=int, default=100_000)
-    p.add_argument('--expire-rounds', type=int, default=3)
-    p.add_argument('--expire-hold-ms', type=int, default=10_000,
-                   help='HOLD of the expiry sale: longer than filling it takes')
-    p.add_argument('--expire-count', type=int, default=256, help='COUNT of each seckill_expire call')
-    p.add_argument('--skip-classic', action='store_true',
-                   help='only the backend column (a quick look; the report is not written)')
+    backends.add_args(p)
     args = p.parse_args()
     args.command = ' '.join(['bench/bench.py'] + sys.argv[1:])
     args.load_start = '%.1f' % os.getloadavg()[0]
-    workdir = os.path.join(ROOT, 'bench', 'out')
-    os.makedirs(workdir, exist_ok=True)
-    # Start empty: an RDB left by a previous run would be loaded, and a
-    # master restarted from an RDB keeps a replication backlog to feed.
-    rdb = os.path.join(workdir, 'bench.rdb')
-    if os.path.exists(rdb):
-        os.remove(rdb)
-    loadgen = None if args.skip_classic else build_loadgen(workdir, args.loadgen)
-    srv = Server(free_port(), workdir, args.module)
+    loadgen = build_loadgen(args.loadgen)
+    srv = start_server(args.module)
     try:
         args.redis_version = srv.conn.info('server')['redis_version']
-        args.library_version = load_library(srv.conn, args.library)
-        bk = {'rounds': backend_rounds(srv, args.backend_rounds, args.backend_requests)}
-        bk['expire'] = expire_rounds(srv, args.expire_rounds, args.expire_holds, args)
-        bk['memory'] = backend_memory(srv, args.backend_sale_size)
-        if args.skip_classic:
-            args.load_end = '%.1f' % os.getloadavg()[0]
-            print('\n'.join(backend_report(bk, args)))
-            return 0
         results = scenarios(srv.conn)
         for sc in results:
             run_scenario(srv, sc, args.reps, args.requests)
@@ -828,12 +386,13 @@ def main():
             print('%-62s median %.3f (%.3f .. %.3f)' % (name, med, lo, hi), flush=True)
         lat = latency_under_load(srv, loadgen, args.rate, args.clients, args.seconds)
         mem = memory_and_rdb(srv, args.sale_size)
+        bk = backends.run(srv, args)
     finally:
         srv.stop()
     args.load_end = '%.1f' % os.getloadavg()[0]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     svg_chart(results, os.path.join(os.path.dirname(args.out), 'chart.svg'))
-    text = report(results, mem, lat, paired, args, bk)
+    text = report(results, mem, lat, paired, args, backends.sections(bk, args))
     with open(args.out, 'w') as f:
         f.write(text)
     print()
