@@ -28,15 +28,23 @@ impl Digits {
     }
 
     /// Writes `n` in decimal, two digits per division (a PENDING effect
-    /// writes two 13-digit times on every RESERVE).
+    /// writes its 13-digit times on every RESERVE). One digit (a quantity,
+    /// a bucket, the zero deadline of a sale without HOLD: most of a
+    /// PENDING effect's numbers) is one byte, without the scratch buffer
+    /// and its copy.
     pub fn push_u64(&mut self, mut n: u64) {
+        if n < 10 {
+            return self.push(b'0' + n as u8);
+        }
         const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
             2021222324252627282930313233343536373839\
             4041424344454647484950515253545556575859\
             6061626364656667686970717273747576777879\
             8081828384858687888990919293949596979899";
-        let mut tmp = [0u8; 20];
-        let mut i = tmp.len();
+        // Digits end at 20; the window after them lets a fixed-size copy
+        // move them (no memcpy call) when the buffer has room for it.
+        let mut tmp = [0u8; 40];
+        let mut i = 20;
         while n >= 100 {
             let pair = (n % 100) as usize * 2;
             n /= 100;
@@ -50,9 +58,12 @@ impl Digits {
             i -= 1;
             tmp[i] = b'0' + n as u8;
         }
-        let digits = &tmp[i..];
-        self.buf[self.len..self.len + digits.len()].copy_from_slice(digits);
-        self.len += digits.len();
+        let n = 20 - i;
+        match self.buf.get_mut(self.len..self.len + 20) {
+            Some(window) => window.copy_from_slice(&tmp[i..i + 20]),
+            None => self.buf[self.len..self.len + n].copy_from_slice(&tmp[i..20]),
+        }
+        self.len += n;
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -86,6 +97,10 @@ mod tests {
     fn numbers_match_to_string() {
         let mut samples = vec![0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1_732_000_000_123, u64::MAX, u64::MAX - 1];
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        // Every length's first and last number.
+        for k in 1..20 {
+            samples.extend([10u64.pow(k) - 1, 10u64.pow(k), 10u64.pow(k) + 1]);
+        }
         for _ in 0..10_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -96,6 +111,14 @@ mod tests {
             let mut d = Digits::default();
             d.push_u64(n);
             assert_eq!(d.as_bytes(), n.to_string().as_bytes(), "{n}");
+            // Near the end of the buffer, where the 20-byte window does not
+            // fit and the digits are copied as they are.
+            let text = n.to_string();
+            let mut full = Digits::default();
+            full.extend(&[b'x'; 96][..96 - text.len()]);
+            full.push_u64(n);
+            assert_eq!(&full.as_bytes()[96 - text.len()..], text.as_bytes(), "{n}");
+            assert_eq!(full.len(), 96);
         }
     }
 }
