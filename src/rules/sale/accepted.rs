@@ -18,6 +18,9 @@ pub struct Accepted<'a> {
     pub created_ms: u64,
     pub deadline_ms: u64,
     pub(super) takes: Takes,
+    /// `user`'s hash in this sale's buyer index (`Records::hash`), made
+    /// for the LIMIT check and used again when the record joins.
+    pub(super) user_hash: u64,
 }
 
 /// A client's REQID, borrowed, or the generated id, inline.
@@ -69,7 +72,26 @@ impl Accepted<'_> {
         }
     }
 
+    /// What deciding this RESERVE found out, for `Sale::add_accepted`.
+    pub(super) fn known(&self) -> Known {
+        Known { fresh: self.fresh(), user_hash: Some(self.user_hash) }
+    }
+
     pub fn to_reservation(&self) -> Reservation {
         self.as_new().to_owned()
     }
+}
+
+/// What the master knows of a record it decided itself, so that adding it
+/// does not work it out again: the record its generated id was made for
+/// (`NewId::fresh`) and its user's hash. A replayed or loaded record comes
+/// with `Known::NOTHING`.
+#[derive(Clone, Copy)]
+pub(super) struct Known {
+    pub(super) fresh: Option<u32>,
+    pub(super) user_hash: Option<u64>,
+}
+
+impl Known {
+    pub(super) const NOTHING: Known = Known { fresh: None, user_hash: None };
 }

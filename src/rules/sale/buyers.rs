@@ -71,10 +71,11 @@ impl Buyers {
         self.heads.len()
     }
 
-    /// The buyer's newest live record.
+    /// The buyer's newest live record; `hash` is `records.hash(user)`
+    /// (RESERVE makes it once, for this and for `join_hashed`).
     #[inline]
-    pub(super) fn head(&self, records: &Records, user: &[u8]) -> Option<u32> {
-        self.heads.find(records.hash(user), |s| records.user_of(s) == user)
+    pub(super) fn head(&self, records: &Records, user: &[u8], hash: u64) -> Option<u32> {
+        self.heads.find(hash, |s| records.user_of(s) == user)
     }
 
     /// Quantity the buyer whose newest live record is `head` holds in live
@@ -109,7 +110,12 @@ impl Buyers {
     /// Links live record `seq` of `user` into the buyer's chain (newest
     /// first), sharing the buyer's interned name, and counts its quantity.
     pub(super) fn join(&mut self, records: &mut Records, seq: u32, user: &[u8]) {
-        let hash = records.hash(user);
+        self.join_hashed(records, seq, user, records.hash(user));
+    }
+
+    /// `join`, with the user's hash (`Records::hash`) already made: a
+    /// RESERVE hashed its user to check LIMIT.
+    pub(super) fn join_hashed(&mut self, records: &mut Records, seq: u32, user: &[u8], hash: u64) {
         let qty = records[seq].qty();
         let found = {
             let records = &*records;
@@ -301,8 +307,9 @@ impl Buyers {
         let mut indexed = 0;
         for (user, seqs) in &chains {
             let head = *seqs.last().unwrap_or(&NONE);
-            if self.head(records, user) != Some(head) {
-                return Err(format!("buyer {user:?}: head {:?}, newest live {head}", self.head(records, user)));
+            let found = self.head(records, user, records.hash(user));
+            if found != Some(head) {
+                return Err(format!("buyer {user:?}: head {found:?}, newest live {head}"));
             }
             let off = records[head].user;
             let (mut at, mut newer, mut walked) = (head, NONE, Vec::new());

@@ -76,7 +76,7 @@ pub use accepted::Accepted;
 pub use draw_state::{DrawBegin, EntrantRec, EntrantResult, Seed, SCAN_STEPS};
 pub use records::{RecordView, Tally};
 
-use accepted::{AcceptedId, Takes};
+use accepted::{AcceptedId, Known, Takes};
 use buyers::Buyers;
 use draw_state::Draw;
 use holds::Holds;
@@ -313,7 +313,8 @@ impl Sale {
         if now_ms >= self.config.end_ms {
             return Err(Refusal::Ended);
         }
-        let head = self.buyers.head(&self.records, user);
+        let user_hash = self.records.hash(user);
+        let head = self.buyers.head(&self.records, user, user_hash);
         if head.map_or(0, |h| self.buyers.qty(&self.records, h)).saturating_add(qty) > self.config.limit {
             return Err(Refusal::Limit(head.map(|h| self.view(h).id())));
         }
@@ -333,7 +334,7 @@ impl Sale {
         };
         let created_ms = self.records.stamp(now_ms);
         let deadline_ms = if self.config.hold_ms == 0 { 0 } else { created_ms.saturating_add(self.config.hold_ms) };
-        Ok(Accepted { id, user, qty, created_ms, deadline_ms, takes })
+        Ok(Accepted { id, user, qty, created_ms, deadline_ms, takes, user_hash })
     }
 
     /// Adds reservation records as decided (or as replicated, or as loaded),
@@ -364,45 +365,51 @@ impl Sale {
             return Err(EffectError("stock is not there to take"));
         }
         for rec in recs {
-            self.insert_record(rec.as_new(), None);
+            self.insert_record(rec.as_new(), Known::NOTHING);
         }
         Ok(())
     }
 
     /// Adds one record; see `add_records`.
     pub fn add_record(&mut self, rec: NewRecord) -> Result<(), EffectError> {
-        self.add_checked(rec, None)
+        self.add_checked(rec, Known::NOTHING)
     }
 
     /// Adds the record of a RESERVE this sale accepted (`accept_reserve`),
     /// as `add_record(a.as_new())` does; a generated id is known to be
     /// free and generated, so it is not looked up and parsed again.
+    /// Only the sale that accepted `a` may apply it: the user's hash it
+    /// carries is that sale's.
     pub fn add_accepted(&mut self, a: &Accepted) -> Result<(), EffectError> {
-        self.add_checked(a.as_new(), a.fresh())
+        debug_assert_eq!(a.user_hash, self.records.hash(a.user), "applied to the sale that accepted it");
+        self.add_checked(a.as_new(), a.known())
     }
 
-    fn add_checked(&mut self, rec: NewRecord, fresh: Option<u32>) -> Result<(), EffectError> {
+    fn add_checked(&mut self, rec: NewRecord, known: Known) -> Result<(), EffectError> {
         if self.records.len() >= NONE as usize - 1 {
             return Err(EffectError("too many reservations"));
         }
-        self.records.check_new(rec, self.config.tag, self.config.hold_ms, fresh)?;
+        self.records.check_new(rec, self.config.tag, self.config.hold_ms, known.fresh)?;
         if !self.buckets.can_take(rec.takes) {
             return Err(EffectError("stock is not there to take"));
         }
-        self.insert_record(rec, fresh);
+        self.insert_record(rec, known);
         Ok(())
     }
 
     /// Inserts a checked record whose stock is known to be there.
-    fn insert_record(&mut self, rec: NewRecord, fresh: Option<u32>) {
+    fn insert_record(&mut self, rec: NewRecord, known: Known) {
         self.buckets.take(rec.takes);
-        let seq = self.records.push(rec, self.config.tag, fresh);
+        let seq = self.records.push(rec, self.config.tag, known.fresh);
         if rec.deadline_ms != 0 && rec.state == State::Pending {
             self.holds.count(seq, true);
         }
         if rec.state.is_live() {
             self.remaining -= rec.qty;
-            self.buyers.join(&mut self.records, seq, rec.user);
+            match known.user_hash {
+                Some(hash) => self.buyers.join_hashed(&mut self.records, seq, rec.user, hash),
+                None => self.buyers.join(&mut self.records, seq, rec.user),
+            }
         } else {
             self.records.own_user(seq, rec.user);
         }

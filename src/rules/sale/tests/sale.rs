@@ -43,7 +43,7 @@ fn long_chains_count_and_unlink() {
     let mut s = Sale::new(config(1_000_000, 1000, 0));
     let ids: Vec<Box<[u8]>> = (0..600).map(|i| reserve(&mut s, b"whale", 1, None, i).unwrap()).collect();
     reserve(&mut s, b"minnow", 1, None, 600).unwrap();
-    assert_eq!(s.buyers.qty(&s.records, s.buyers.head(&s.records, b"whale").unwrap()), 600);
+    assert_eq!(s.buyers.qty(&s.records, s.buyers.head(&s.records, b"whale", s.records.hash(b"whale")).unwrap()), 600);
     // Every third from the middle out, then the newest: the head moves.
     for id in ids.iter().skip(1).step_by(3) {
         assert_eq!(s.release(id, State::Released), ReleaseOutcome::Released);
@@ -393,6 +393,15 @@ fn add_accepted_makes_the_sale_add_record_makes() {
             replica.add_record(rec.as_new()).expect("the replica applies it");
             assert!(master == replica, "after record {i}");
             assert_eq!(master.get(&rec.id).map(|r| r.user().to_vec()), Some(user.into_bytes()));
+        }
+        // The buyers joined under the hash their RESERVE made: each one's
+        // chain is found and holds what the replica's holds.
+        for u in 0..7 {
+            let user = format!("u{u}");
+            let held =
+                |s: &Sale| s.buyers.head(&s.records, user.as_bytes(), s.records.hash(user.as_bytes())).map(|h| s.buyers.qty(&s.records, h));
+            assert_eq!(held(&master), held(&replica), "{user}");
+            assert!(held(&master).is_some_and(|q| q >= 2), "{user}");
         }
         // A client takes the id the record after next will be generated
         // with: that record's id is then suffixed and stored as a client's.
