@@ -60,10 +60,20 @@ impl Digits {
         }
         let n = 20 - i;
         match self.buf.get_mut(self.len..self.len + 20) {
-            Some(window) => window.copy_from_slice(&tmp[i..i + 20]),
-            None => self.buf[self.len..self.len + n].copy_from_slice(&tmp[i..20]),
+            Some(window) => {
+                window.copy_from_slice(&tmp[i..i + 20]);
+                self.len += n;
+            }
+            None => self.extend_near_end(&tmp[i..20]),
         }
-        self.len += n;
+    }
+
+    /// `extend`, apart from `push_u64`'s fixed-size copy: were the two
+    /// copies one call site, the compiler would make both a memcpy call.
+    #[cold]
+    #[inline(never)]
+    fn extend_near_end(&mut self, bytes: &[u8]) {
+        self.extend(bytes);
     }
 
     pub fn as_bytes(&self) -> &[u8] {
