@@ -16,7 +16,7 @@ pub fn decides(ctx: &Context) -> bool {
 
 /// The wall clock in milliseconds since the Unix epoch (0 before it).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    u64::try_from(crate::module::ffi::clock::milliseconds()).unwrap_or(0)
 }
 
 /// The server's replication id as last read (`refresh_replid`), for the

@@ -10,6 +10,7 @@
 //! and `strings`, which the others share).
 
 pub mod args;
+pub mod clock;
 pub mod command_info;
 pub mod events;
 pub mod info;
