@@ -83,8 +83,11 @@ fn run(ctx: &Context, strings: &[*mut raw::RedisModuleString], arity: c_int, han
     }
     // Redis owns the argument strings for the call: borrowed, never freed here.
     let name = ManuallyDrop::new(RedisString::from_redis_module_string(ctx.ctx, *name));
-    // Most calls have a handful of arguments: keep their slices on the stack.
-    let mut stack: [&[u8]; 16] = [&[]; 16];
+    // Most calls have a handful of arguments: keep their slices on the
+    // stack. Eight hold RESERVE's longest form and a replica's PENDING
+    // effect with its stream entry; every slot is written on every call
+    // (two stores each), so a larger array costs every RESERVE more.
+    let mut stack: [&[u8]; 8] = [&[]; 8];
     let heap: Vec<&[u8]>;
     let argv: &[&[u8]] = if strings.len() <= stack.len() {
         for (slot, &s) in stack.iter_mut().zip(strings) {
