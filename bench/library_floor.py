@@ -14,9 +14,12 @@ every library command runs in. Beside them: script A, script B (A + XADD),
 the last step + XADD, and the library's own RESERVE, plain and on a sale
 with a STREAM. Blocks of --block pipelined calls (a new user each) rotate
 between them for --cycles cycles, the order shifted each cycle; a block's
-server time per call comes from the INFO commandstats delta (fcall,
-evalsha), and each figure is the median of per-cycle ratios to the script
-of the same cycle, with quartiles.
+server CPU per call is the server main thread's CPU time over the block
+(/proc/<pid>/schedstat: reading, running and answering the calls, not the
+time a loaded machine kept the thread waiting), beside the INFO
+commandstats delta (fcall, evalsha: the wall time inside the calls); each
+figure is the median of per-cycle ratios to the script of the same cycle,
+with quartiles.
 
 The memory: --count reservations made by the library (users u0 ...,
 generated ids, no stream, LIMIT 1), by script A (its buyers set) and by the
@@ -43,7 +46,7 @@ import time
 
 import redis
 
-from bench_common import BIG, LIBRARY, MODULE, REPORT, SCRIPT_A, SCRIPT_B, text, write_section
+from bench_common import BIG, LIBRARY, MODULE, REPORT, SCRIPT_A, SCRIPT_B, server_cpu_ns, text, write_section
 from local_server import local_server
 from measure_memory import fill
 
@@ -189,18 +192,41 @@ def _runs(c):
     }
 
 
+def _stats(c, cmd):
+    s = c.info('commandstats').get('cmdstat_' + cmd, {'usec': 0, 'calls': 0})
+    return s['usec'], s['calls']
+
+
+def _block(c, pid, cmd, make, first, count):
+    """(server CPU us, INFO commandstats us) per call of make(first) ...
+    make(first + count - 1), pipelined; the INFO calls fall outside the CPU
+    reading."""
+    u0, n0 = _stats(c, cmd)
+    cpu = server_cpu_ns(pid)
+    pipe = c.pipeline(transaction=False)
+    for i in range(first, first + count):
+        pipe.execute_command(*make(i))
+    pipe.execute()
+    cpu = server_cpu_ns(pid) - cpu
+    u1, n1 = _stats(c, cmd)
+    return cpu / count / 1000, (u1 - u0) / (n1 - n0)
+
+
 def ladder(c, cycles, size):
-    """times[label] = [server us per call, one a cycle]."""
-    from bench_reserve import block   # (here: bench_reserve imports bench, which imports this)
+    """{'cpu': {label: [server CPU us per call, one a cycle]}, 'usec': the
+    same from INFO commandstats}."""
     c = _bytes(c)
+    pid = c.info('server')['process_id']
     runs = _runs(c)
     names = [r[0] for r in ROWS]
-    times = {n: [] for n in names}
+    times = {'cpu': {n: [] for n in names}, 'usec': {n: [] for n in names}}
     user = 0
     for cycle in range(cycles):
         for n in names[cycle % len(names):] + names[:cycle % len(names)]:
             cmd, make = runs[n]
-            times[n].append(block(c, cmd, make, user, size))
+            cpu, usec = _block(c, pid, cmd, make, user, size)
+            times['cpu'][n].append(cpu)
+            times['usec'][n].append(usec)
             user += size
     for key in c.scan_iter('{f}floor:*'):
         c.delete(key)
@@ -214,17 +240,21 @@ def _q(values):
 
 
 def ladder_lines(times):
-    a, b = times['script A'], times['script B']
-    lines = ['| step | adds | server µs/call | adds µs | ÷ script A | script A ÷ it | ÷ script B |',
-             '|---|---|---:|---:|---:|---:|---:|']
+    cpu, usec = times['cpu'], times['usec']
+    a, b = cpu['script A'], cpu['script B']
+    lines = ['| step | adds | server CPU µs/call | adds µs | ÷ script A | script A ÷ it | ÷ script B |'
+             ' commandstats µs/call, ÷ script A |',
+             '|---|---|---:|---:|---:|---:|---:|---:|']
     for label, what, base, prev in ROWS:
-        t = times[label]
-        step = '%.2f' % statistics.median(x - y for x, y in zip(t, times[prev])) if prev else ''
+        t = cpu[label]
+        step = '%.2f' % statistics.median(x - y for x, y in zip(t, cpu[prev])) if prev else ''
         to_a = _q([x / y for x, y in zip(t, a)])
         speed = _q([y / x for x, y in zip(t, a)])
         to_b = _q([x / y for x, y in zip(t, b)]) if base == 'B' or label == 'script B' else ''
-        lines.append('| %s | %s | %.2f | %s | %s | %s | %s |' % (label, what, statistics.median(t), step, to_a,
-                                                               speed, to_b))
+        wall = '%.2f, %.2f' % (statistics.median(usec[label]),
+                               statistics.median(x / y for x, y in zip(usec[label], usec['script A'])))
+        lines.append('| %s | %s | %.2f | %s | %s | %s | %s | %s |' % (label, what, statistics.median(t), step, to_a,
+                                                                    speed, to_b, wall))
     return lines
 
 
@@ -349,17 +379,20 @@ def section(times, mem, args, load):
              "Each step is a function of a scratch library that adds one piece of the library's RESERVE fast path"
              ' (`reserve_fast` in functions/seckill.lua) to the step before; the rows below the library add the'
              " stream. %d cycles; in each, a block of %s pipelined calls (a new user every call) runs on every row,"
-             ' the order shifted each cycle; server µs per call from the `INFO commandstats` delta (`fcall`,'
-             ' `evalsha`) of the block. Every figure is the median over the cycles (quartiles in brackets); a'
-             ' ratio is taken within its cycle; "adds µs": the median per-cycle difference to the step before.'
+             " the order shifted each cycle. Server CPU µs per call: the server main thread's CPU time over the"
+             ' block (`/proc/<pid>/schedstat`: reading, running and answering the calls, not the time the shared'
+             ' machine kept the thread waiting) ÷ calls; the last column, the `INFO commandstats` delta (`fcall`,'
+             ' `evalsha`: the wall time inside the calls, waits included). Every figure is the median over the'
+             ' cycles (quartiles in brackets); a ratio is taken within its cycle; "adds µs": the median per-cycle'
+             ' difference to the step before.'
              % (args.cycles, '{:,}'.format(args.block)), '']
     lines += ladder_lines(times)
-    a = times['script A']
+    a = times['cpu']['script A']
 
     def speed(label, base=a):
-        return statistics.median(y / x for x, y in zip(times[label], base))
+        return statistics.median(y / x for x, y in zip(times['cpu'][label], base))
     floor, lib = speed('6 + pcall wrapper'), speed('library RESERVE')
-    floor_b, lib_b = speed('6 + XADD', times['script B']), speed('library RESERVE + STREAM', times['script B'])
+    floor_b, lib_b = (speed(k, times['cpu']['script B']) for k in ('6 + XADD', 'library RESERVE + STREAM'))
     lines += ['', "Reading it: the library's RESERVE runs at %.2f× script A's speed, and with a STREAM at %.2f× script"
               " B's. The contract's minimum in Lua, step 6 (two hash fields a reservation, the packed counters, a"
               ' clock read, an unguessable id, a status reply, the error wrapper), runs at %.2f× script A (%.2f×'
