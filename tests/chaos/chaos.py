@@ -39,7 +39,7 @@ from rush import Cycle, CycleResult, Params, pct  # noqa: E402
 from splitbrain import split_brain_cycle  # noqa: E402
 from topology import ClusterSet, SentinelSet  # noqa: E402
 
-from seckill._servers import module_path  # noqa: E402
+from seckill.testing import module_path  # noqa: E402
 from seckill.pipeline.store import open_store  # noqa: E402
 
 RUNS = ('module', 'functions', 'cluster', 'cluster-functions', 'split-brain')

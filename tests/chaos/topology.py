@@ -10,9 +10,8 @@ delay: they map an announced proxy port back to the node's real port
 - `SentinelSet`: one master, two replicas, three redis-sentinel
   (quorum 2). `master()` is what the sentinels answer
   (SENTINEL get-master-addr-by-name), polled every 50 ms.
-- `ClusterSet`: three masters with one replica each (clusters.py of the
-  Python tests, nodes announcing their proxy port), the cluster's own
-  failover.
+- `ClusterSet`: three masters with one replica each (seckill.testing's
+  Cluster, nodes announcing their proxy port), the cluster's own failover.
 
 Every process is stopped by pid (RedisServer.stop, Popen.terminate/kill),
 also when a start fails half way.
@@ -23,21 +22,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from typing import Any, Dict, List, Optional
 
 import redis
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, '..', '..', 'clients', 'python', 'tests'))
+from seckill import library
+from seckill.testing import Cluster, RedisServer, free_port, wait_until
 
-from seckill import library  # noqa: E402
-from seckill._servers import RedisServer, free_port  # noqa: E402
-
-from clusters import wait_until  # noqa: E402
-from proxy import DelayProxy  # noqa: E402
+from proxy import DelayProxy
 
 SERVICE = 'chaos'
 SENTINEL = os.environ.get('REDIS_SENTINEL', '/usr/bin/redis-sentinel')
@@ -276,7 +270,7 @@ class SentinelSet:
 
 
 class ClusterSet:
-    """Three masters, one replica each (clusters.Cluster), every node
+    """Three masters, one replica each (seckill.testing.Cluster), every node
     announcing its proxy port (`cluster-announce-port`; the bus port stays
     direct), so CLUSTER REPLICATE and every failover's new link go through
     the proxy. One RedisCluster client that maps the announced ports back
@@ -284,8 +278,6 @@ class ClusterSet:
 
     def __init__(self, backend: str, module: Optional[str], delay_ms: float,
                  node_timeout_ms: int = 2000):
-        from clusters import Cluster
-
         self.backend = backend
         self.proxy = DelayProxy(delay_ms)
         self.nodes: List[Node] = []
