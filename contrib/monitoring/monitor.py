@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from stack import Procs, SCRIPT, free_port, http, prometheus_config, query, wait  # noqa: E402
+from stack import Procs, SCRIPT, free_port, http, prometheus_config, query, start_redis, wait  # noqa: E402
 
 GRAPHS = [('{__name__=~"seckill_sale_(remaining|pending|confirmed)",sale="sale:{demo}"}', '1m'),
           ('sum by (state) (seckill_ledger_orders)', '1m')]
@@ -66,18 +66,14 @@ def main(argv=None):
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     db = os.path.join(out, 'demo', 'orders.db')
-    rport, eport, pport, mport, w1, w2 = (free_port() for _ in range(6))
+    eport, pport, mport, w1, w2 = (free_port() for _ in range(5))
     procs = Procs()
     stop = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.append(1))
     try:
-        procs.start(['redis-server', '--port', str(rport), '--bind', '127.0.0.1', '--dir', out, '--save', '',
-                     '--appendonly', 'no', '--loadmodule', os.path.abspath(a.module)],
-                    os.path.join(out, 'redis.log'))
+        rport = start_redis(procs, a.module, out)
         url = 'redis://127.0.0.1:%d/0' % rport
-        wait(lambda: 'PONG' in subprocess.run(['redis-cli', '-p', str(rport), 'PING'], capture_output=True,
-                                              text=True).stdout, 10, 'redis-server')
         procs.start(['prometheus-redis-exporter', '-redis.addr', 'redis://127.0.0.1:%d' % rport,
                      '-web.listen-address', '127.0.0.1:%d' % eport, '-script', SCRIPT],
                     os.path.join(out, 'exporter.log'))

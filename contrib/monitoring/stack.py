@@ -1,29 +1,24 @@
-"""Helpers shared by tests/monitoring and `make monitor` (monitor.py): free
-ports, processes stopped by their own pid, Prometheus's configuration with
-relabel.yml and rules.yml, and its HTTP API. Standard library only."""
+"""Helpers shared by tests/monitoring and `make monitor` (monitor.py):
+processes stopped by their own pid, the redis-server with the module among
+them, Prometheus's configuration with relabel.yml and rules.yml, and its
+HTTP API. Free ports are seckill.testing's (both need the seckill package
+anyway: make pipeline-deps)."""
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
+
+import redis
+from seckill.testing import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES = os.path.join(HERE, 'rules.yml')
 RELABEL = os.path.join(HERE, 'relabel.yml')
 SCRIPT = os.path.join(HERE, 'seckill-exporter.lua')
 DASHBOARD = os.path.join(HERE, 'grafana-dashboard.json')
-
-
-def free_port(avoid=(6379,)):
-    while True:
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-        if port not in avoid:
-            return port
 
 
 def wait(pred, timeout, what, every=0.1):
@@ -76,6 +71,17 @@ class Procs:
                 p.kill()
                 p.wait(5)
         self.procs = []
+
+
+def start_redis(procs, module, folder, *args):
+    """A redis-server with `module` on a free port, started by `procs` (its
+    log redis.log in `folder`, no persistence), once it answers PING; its port."""
+    port = free_port()
+    procs.start(['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--dir', folder, '--save', '',
+                 '--appendonly', 'no', '--loadmodule', os.path.abspath(module), *args],
+                os.path.join(folder, 'redis.log'))
+    wait(redis.Redis(port=port).ping, 10, 'redis-server')
+    return port
 
 
 def prometheus_config(path, jobs, interval='1s'):

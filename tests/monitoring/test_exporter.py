@@ -28,7 +28,7 @@ sys.path.insert(0, CONTRIB)
 sys.path.insert(0, os.path.join(ROOT, 'clients', 'python'))
 
 from stack import (Procs, dashboard_queries, free_port, http, prometheus_config,  # noqa: E402
-                   query, wait, SCRIPT)
+                   query, start_redis, wait, SCRIPT)
 
 # Another script to measure (e.g. an older one: the other tests may fail)
 SCRIPT = os.path.abspath(os.environ.get('SECKILL_EXPORTER_SCRIPT', SCRIPT))
@@ -50,12 +50,10 @@ def stack():
     from seckill.sale import Sale
     tmp = tempfile.mkdtemp(prefix='seckill-monitoring-')
     procs = Procs()
-    rport, eport, pport, wport, mport = (free_port() for _ in range(5))
+    eport, pport, wport, mport = (free_port() for _ in range(4))
     try:
-        procs.start(['redis-server', '--port', str(rport), '--dir', tmp, '--save', '', '--appendonly', 'no',
-                     '--enable-debug-command', 'yes', '--loadmodule', MODULE], os.path.join(tmp, 'redis.log'))
+        rport = start_redis(procs, MODULE, tmp, '--enable-debug-command', 'yes')
         r = redis.Redis(port=rport, decode_responses=True)
-        wait(r.ping, 10, 'redis-server')
         r.execute_command('DEBUG', 'POPULATE', FILLER, 'filler')
         p = r.pipeline(transaction=False)
         for i in range(SALES):
