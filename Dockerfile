@@ -12,8 +12,8 @@
 # command, so pass the whole line: `docker run redis-seckill redis-server
 # --loadmodule /usr/lib/redis/modules/libredis_seckill.so --appendonly yes`.
 # `COPY --chmod` needs BuildKit (Docker 23+'s default builder) or podman.
-# Not built by the repository's checks yet: there, `podman build` stops at
-# the first FROM (Docker Hub cannot be reached), see the README's Install.
+# `make docker-test` (tools/docker-test.sh) builds both targets with podman
+# over base images made from Debian 12 packages and runs each image's server.
 
 ARG RUST_IMAGE=docker.io/library/rust:1-bookworm
 ARG REDIS_IMAGE=docker.io/library/redis:7.2-bookworm

@@ -13,6 +13,13 @@
 #                   Debian's redis-server started on a free port, checks
 #                   MODULE LIST's ver, removes the package (part of make test;
 #                   skips when not root or when the package is already there)
+#   make docker-test  the Dockerfile's two targets built with podman over base
+#                   images made here from Debian packages (no Docker Hub here),
+#                   then each image's own server run from its files (chroot:
+#                   containers cannot start here): MODULE LIST, a reservation,
+#                   the module's mode. Not in make test (about 10 minutes the
+#                   first time: three debootstraps and a cargo build); installs
+#                   podman and debootstrap from Debian when missing
 #
 # One target triple: the host's (rustc -vV). The glibc requirement is the
 # newest GLIBC_x.y symbol version the module imports (objdump -T), so a
@@ -28,7 +35,7 @@ glibc_of = $$(objdump -T $(1) | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sor
 
 EXTRA_TESTS += deb-test
 
-.PHONY: dist deb deb-test install uninstall
+.PHONY: dist deb deb-test docker-test install uninstall
 
 # Where `make install` puts the files: Debian's module folder (the one its
 # redis-server package documents) and the library beside the docs.
@@ -84,3 +91,8 @@ deb-test: deb ## install the .deb, load it into redis-server on a free port, che
 	77) tools/test-summary.sh add deb-test skipped 0 0 $$((SECONDS - start)); rc=0;; \
 	*) tools/test-summary.sh add deb-test redis-server 0 1 $$((SECONDS - start));; \
 	esac; exit $$rc
+
+docker-test: ## build the Dockerfile's redis and valkey images with podman and run each image's server from its files
+	@command -v podman >/dev/null && command -v debootstrap >/dev/null || \
+		{ apt-get update -q && apt-get install -y -q podman debootstrap; }
+	@tools/docker-test.sh $(VERSION)

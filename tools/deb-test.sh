@@ -29,7 +29,8 @@ cleanup() {
 trap cleanup EXIT
 is_installed() { [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]; }
 listen_6379() { ss -Hltn 'sport = :6379' | wc -l; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=tools/server-lib.sh
+. "$(dirname "$0")/server-lib.sh"
 
 [ "$(id -u)" = 0 ] || skip "dpkg -i needs root"
 is_installed redis-server || skip "Debian's redis-server is not installed (make sys-deps)"
@@ -49,13 +50,8 @@ port=$(free_port)
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
 	--logfile "$tmp/redis.log" --loadmodule "$so" &
 pid=$!
-for _ in $(seq 50); do
-	redis-cli -p "$port" PING 2>/dev/null | grep -q PONG && break
-	kill -0 "$pid" 2>/dev/null || fail "redis-server exited while loading the module"
-	sleep 0.1
-done
-# MODULE LIST, raw: name, seckill, ver, N, path, P, args (one a line).
-ver=$(redis-cli -p "$port" MODULE LIST | awk 'p == "ver" { print; exit } { p = $0 }')
+wait_ping "$port" "$pid" "redis-server loading the module"
+ver=$(module_ver "$port")
 [ "$ver" = "$want" ] || fail "MODULE LIST ver is '$ver', want $want (version $version)"
 say "redis-server $(redis-server --version | grep -o 'v=[0-9.]*') on port $port: MODULE LIST ver $ver"
 reply=$(redis-cli -p "$port" SECKILL.INIT deb:sale 5 && redis-cli -p "$port" SECKILL.RESERVE deb:sale u1 | head -1)
